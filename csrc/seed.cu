@@ -1,0 +1,23 @@
+// seed.cu: the kernel of the seed program (shared/seed/000_22854d1e0a2c547f.txt), unchanged
+// except that its sleep and its printf are parameters, for examples/seed_pipeline.rs.
+#include <stdint.h>
+#include <stdio.h>
+
+// Sets the count for cycle k (5, 3, 4), keeps thread 0 busy for sleep_ms milliseconds (the seed
+// sleeps 3000 x 1 ms), and adds 1 + (2 + k) * i to element i.
+extern "C" __global__ void seed_kernel(double* d_array, int* d_size, int k, unsigned sleep_ms, int print) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        if (print) printf("in kernel: d_size = %i\n", *d_size);
+        if (k == 0) {
+            *d_size = 5;
+        } else if (k == 1) {
+            *d_size = 3;
+        } else {
+            *d_size = 4;
+        }
+        if (print) printf("in kernel: d_size set to %i\n", *d_size);
+        for (unsigned s = 0; s < sleep_ms; ++s) __nanosleep(1000000U);
+    }
+    d_array[i] += (1.0 + (2.0 + k) * i);
+}
