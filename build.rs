@@ -28,7 +28,13 @@ fn run() -> Result<()> {
     let out = PathBuf::from(env::var("OUT_DIR")?);
     let csrc = root.join("csrc");
     println!("cargo:rerun-if-changed=csrc");
-    for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "SIZED_READBACK_CUDA_ARCHS", "PATH"] {
+    for var in [
+        "NVCC",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "SIZED_READBACK_CUDA_ARCHS",
+        "PATH",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -56,12 +62,18 @@ fn run() -> Result<()> {
     fs::write(&unit, text)?;
     let fatbin = out.join("sized_readback.fatbin");
     let mut cmd = Command::new(&nvcc);
-    cmd.arg("-fatbin").arg("-O3").arg("-std=c++17").arg("-I").arg(&csrc);
+    cmd.arg("-fatbin")
+        .arg("-O3")
+        .arg("-std=c++17")
+        .arg("-I")
+        .arg(&csrc);
     for a in &archs {
         cmd.arg(format!("-gencode=arch=compute_{a},code=sm_{a}"));
     }
     let newest = archs.iter().max().expect("at least one arch");
-    cmd.arg(format!("-gencode=arch=compute_{newest},code=compute_{newest}"));
+    cmd.arg(format!(
+        "-gencode=arch=compute_{newest},code=compute_{newest}"
+    ));
     cmd.arg(&unit).arg("-o").arg(&fatbin);
     let output = cmd
         .output()
@@ -118,7 +130,12 @@ fn find_nvcc(root: &Path) -> Result<PathBuf> {
         }
     }
     // The cc crate's CUDA support looks the compiler up on PATH.
-    if let Ok(tool) = cc::Build::new().cuda(true).cargo_metadata(false).try_get_compiler() {
+    if let Ok(tool) = cc::Build::new()
+        .cuda(true)
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .try_get_compiler()
+    {
         candidates.push(tool.path().to_path_buf());
     }
     candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
@@ -153,7 +170,9 @@ fn pick_archs(nvcc: &Path) -> Result<Vec<u32>> {
             .split(',')
             .map(|s| s.trim().trim_start_matches("sm_").parse::<u32>())
             .collect::<Result<_, _>>()
-            .with_context(|| format!("SIZED_READBACK_CUDA_ARCHS={list:?} is not a list like 75,80,90"))?;
+            .with_context(|| {
+                format!("SIZED_READBACK_CUDA_ARCHS={list:?} is not a list like 75,80,90")
+            })?;
         if archs.is_empty() {
             bail!("SIZED_READBACK_CUDA_ARCHS is empty");
         }

@@ -15,7 +15,9 @@ pub fn ensure_driver() -> Result<()> {
         return Err(Error::DriverNotFound);
     }
     // SAFETY: cuInit has no preconditions and is idempotent.
-    unsafe { sys::cuInit(0) }.result().map_err(Error::cuda("cuInit"))
+    unsafe { sys::cuInit(0) }
+        .result()
+        .map_err(Error::cuda("cuInit"))
 }
 
 /// Number of CUDA devices, or an error if the driver is missing.
@@ -84,7 +86,9 @@ pub unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
 /// # Safety
 /// `d` came from [`device_alloc_zeroed`], is freed once, and no device work still uses it.
 pub unsafe fn device_free(d: CUdeviceptr) -> Result<()> {
-    sys::cuMemFree_v2(d).result().map_err(Error::cuda("cuMemFree"))
+    sys::cuMemFree_v2(d)
+        .result()
+        .map_err(Error::cuda("cuMemFree"))
 }
 
 /// `cuMemcpyDtoHAsync`.
@@ -209,4 +213,14 @@ pub unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<(sys::CUcontext, 
             other.result().unwrap_err(),
         )),
     }
+}
+
+/// `cuMemcpyHtoD` (synchronous).
+///
+/// # Safety
+/// `dst` is device memory of at least `src.len()` bytes in the current context.
+pub unsafe fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
+    sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len())
+        .result()
+        .map_err(Error::cuda("cuMemcpyHtoD"))
 }

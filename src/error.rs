@@ -74,7 +74,9 @@ pub enum Error {
         align: usize,
     },
     /// Every slot is held by a ticket or view; release one (drop its ticket) first.
-    #[error("all {slots} slots are in use: drop a ticket (or create the readback with more slots)")]
+    #[error(
+        "all {slots} slots are in use: drop a ticket (or create the readback with more slots)"
+    )]
     SlotsExhausted {
         /// Slots the readback has.
         slots: usize,

@@ -140,11 +140,20 @@ impl Kernel {
             blockDimZ: 1,
             sharedMemBytes: 0,
             hStream: stream,
-            attrs: if shape.programmatic { &mut attr } else { std::ptr::null_mut() },
+            attrs: if shape.programmatic {
+                &mut attr
+            } else {
+                std::ptr::null_mut()
+            },
             numAttrs: u32::from(shape.programmatic),
         };
-        sys::cuLaunchKernelEx(&config, self.func, params.as_mut_ptr(), std::ptr::null_mut())
-            .result()
-            .map_err(Error::cuda("cuLaunchKernelEx"))
+        sys::cuLaunchKernelEx(
+            &config,
+            self.func,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+        .result()
+        .map_err(Error::cuda("cuLaunchKernelEx"))
     }
 }

@@ -57,7 +57,9 @@ impl SlotLayout {
         let mut at = 0usize;
         for &size in elem_sizes {
             if size == 0 {
-                return Err(Error::config("element size 0 (zero-sized types cannot be read back)"));
+                return Err(Error::config(
+                    "element size 0 (zero-sized types cannot be read back)",
+                ));
             }
             offsets.push(at);
             let bytes = capacity.checked_mul(size).ok_or_else(overflow)?;
@@ -220,10 +222,22 @@ mod tests {
 
     #[test]
     fn configuration_errors() {
-        assert!(matches!(SlotLayout::new(0, &[8]), Err(Error::InvalidConfig { .. })));
-        assert!(matches!(SlotLayout::new(4, &[]), Err(Error::InvalidConfig { .. })));
-        assert!(matches!(SlotLayout::new(4, &[0]), Err(Error::InvalidConfig { .. })));
-        assert!(matches!(SlotLayout::new(4, &[1; 9]), Err(Error::InvalidConfig { .. })));
+        assert!(matches!(
+            SlotLayout::new(0, &[8]),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            SlotLayout::new(4, &[]),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            SlotLayout::new(4, &[0]),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            SlotLayout::new(4, &[1; 9]),
+            Err(Error::InvalidConfig { .. })
+        ));
         assert!(matches!(
             SlotLayout::new(usize::MAX / 4, &[8]),
             Err(Error::InvalidConfig { .. })
@@ -234,15 +248,24 @@ mod tests {
         ));
         let l = SlotLayout::new(1 << 20, &[8]).unwrap();
         assert!(matches!(l.total_bytes(0), Err(Error::InvalidConfig { .. })));
-        assert!(matches!(l.total_bytes(usize::MAX), Err(Error::InvalidConfig { .. })));
+        assert!(matches!(
+            l.total_bytes(usize::MAX),
+            Err(Error::InvalidConfig { .. })
+        ));
     }
 
     #[test]
     fn decodes_a_good_trailer() {
         let t = trailer(5, 5, 0, 7);
-        assert_eq!(decode_trailer(&t, 7, 0, CountKind::I32, 8, &[10]).unwrap(), 5);
+        assert_eq!(
+            decode_trailer(&t, 7, 0, CountKind::I32, 8, &[10]).unwrap(),
+            5
+        );
         let empty = trailer(0, 0, 0, 1);
-        assert_eq!(decode_trailer(&empty, 1, 0, CountKind::U64, 8, &[0]).unwrap(), 0);
+        assert_eq!(
+            decode_trailer(&empty, 1, 0, CountKind::U64, 8, &[0]).unwrap(),
+            0
+        );
     }
 
     #[test]
@@ -255,12 +278,19 @@ mod tests {
         let over = trailer(9, 0, abi::SRB_STATUS_OVER_CAPACITY, 2);
         assert!(matches!(
             decode_trailer(&over, 2, 0, CountKind::I32, 8, &[100]),
-            Err(Error::CountExceedsCapacity { count: 9, capacity: 8 })
+            Err(Error::CountExceedsCapacity {
+                count: 9,
+                capacity: 8
+            })
         ));
         let short = trailer(6, 0, abi::SRB_STATUS_OVER_SOURCE, 2);
         assert!(matches!(
             decode_trailer(&short, 2, 0, CountKind::I32, 8, &[10, 5]),
-            Err(Error::CountExceedsSource { count: 6, column: 1, source_len: 5 })
+            Err(Error::CountExceedsSource {
+                count: 6,
+                column: 1,
+                source_len: 5
+            })
         ));
     }
 
@@ -269,7 +299,12 @@ mod tests {
         let stale = trailer(5, 5, 0, 6);
         assert!(matches!(
             decode_trailer(&stale, 7, 3, CountKind::I32, 8, &[8]),
-            Err(Error::CorruptTrailer { slot: 3, expected: 7, found: 6, .. })
+            Err(Error::CorruptTrailer {
+                slot: 3,
+                expected: 7,
+                found: 6,
+                ..
+            })
         ));
         let mut bad_magic = trailer(5, 5, 0, 7);
         bad_magic.magic = 0;

@@ -43,6 +43,7 @@ pub mod pattern;
 pub mod pinned;
 pub mod readback;
 pub mod ring;
+pub mod seed;
 
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};

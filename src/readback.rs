@@ -187,10 +187,8 @@ impl Engine {
         } else {
             Some(DeviceBuffer::new_zeroed(ctx, total)?)
         };
-        let slot_sync = DeviceBuffer::new_zeroed(
-            ctx,
-            cfg.slots * std::mem::size_of::<abi::srb_slot_sync>(),
-        )?;
+        let slot_sync =
+            DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
         let mut events = Vec::with_capacity(cfg.slots);
         for _ in 0..cfg.slots {
             // SAFETY: the context is current.
@@ -404,7 +402,8 @@ impl Engine {
     fn seq_visible(&self, slot: usize, seq: u64) -> bool {
         // SAFETY: aligned (16-byte trailer offset in a page-aligned buffer), in bounds; the
         // device may be writing the slot, hence a volatile read.
-        let found = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq)) };
+        let found =
+            unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq)) };
         if found == seq {
             // Everything the kernel stored before `seq` (after its system fence) is visible.
             fence(Ordering::Acquire);
@@ -447,7 +446,9 @@ impl Engine {
             },
             _ => match deadline {
                 // SAFETY: live event of this engine.
-                None => unsafe { driver::event_synchronize(event) }.map(|()| fence(Ordering::Acquire)),
+                None => {
+                    unsafe { driver::event_synchronize(event) }.map(|()| fence(Ordering::Acquire))
+                }
                 Some(d) => loop {
                     // SAFETY: live event of this engine.
                     if unsafe { driver::event_query(event)? } {
@@ -478,7 +479,12 @@ impl Engine {
     }
 
     /// The count of a completed readback, or the error its trailer reports.
-    pub(crate) fn decode(&self, lease: &Lease, kind: CountKind, sources: &[usize]) -> Result<usize> {
+    pub(crate) fn decode(
+        &self,
+        lease: &Lease,
+        kind: CountKind,
+        sources: &[usize],
+    ) -> Result<usize> {
         decode_trailer(
             &self.read_trailer(lease.slot),
             lease.seq,

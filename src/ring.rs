@@ -66,7 +66,11 @@ impl Ring {
                 self.next_seq += 1;
                 self.states[slot] = State::Held { seq };
                 self.cursor = (slot + 1) % n;
-                return Some(Lease { slot, seq, reused: used });
+                return Some(Lease {
+                    slot,
+                    seq,
+                    reused: used,
+                });
             }
         }
         None

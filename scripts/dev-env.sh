@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Source or run this to get what the build needs on a fresh Debian/Ubuntu machine with Rust:
+# libclang (for bindgen) and nvcc (for the kernels). It installs only what is missing:
+# - libclang-dev through apt-get (as root, or with sudo);
+# - nvcc 13.0 from PyPI into .venv-nvcc/ in the crate root, when no nvcc is found.
+# It exports NVCC (and LIBCLANG_PATH if needed). Re-running is cheap.
+set -u
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+have_libclang() {
+  [ -n "${LIBCLANG_PATH:-}" ] && return 0
+  compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || compgen -G '/usr/lib/*-linux-gnu/libclang*.so*' >/dev/null
+}
+if ! have_libclang; then
+  echo "dev-env: installing libclang-dev (needed by bindgen)" >&2
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq >/dev/null && $sudo_cmd apt-get install -y -qq libclang-dev >/dev/null \
+    || { echo "dev-env: could not install libclang-dev" >&2; return 1 2>/dev/null || exit 1; }
+fi
+
+find_nvcc() {
+  if [ -n "${NVCC:-}" ] && "$NVCC" --version >/dev/null 2>&1; then echo "$NVCC"; return; fi
+  for c in "${CUDA_HOME:-/nonexistent}/bin/nvcc" "$(command -v nvcc 2>/dev/null)" /usr/local/cuda/bin/nvcc \
+           "$root"/.venv-nvcc/lib/python3*/site-packages/nvidia/cu13/bin/nvcc; do
+    [ -n "$c" ] && [ -x "$c" ] && "$c" --version >/dev/null 2>&1 && { echo "$c"; return; }
+  done
+}
+nvcc_path="$(find_nvcc)"
+if [ -z "$nvcc_path" ]; then
+  echo "dev-env: installing nvcc 13.0 from PyPI into $root/.venv-nvcc" >&2
+  py="$(command -v python3 || true)"
+  [ -n "$py" ] || { echo "dev-env: python3 is needed to install nvcc" >&2; return 1 2>/dev/null || exit 1; }
+  "$py" -m venv "$root/.venv-nvcc" \
+    && "$root/.venv-nvcc/bin/pip" install -q --disable-pip-version-check \
+         nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 \
+    || { echo "dev-env: pip install of nvcc failed" >&2; return 1 2>/dev/null || exit 1; }
+  nvcc_path="$(find_nvcc)"
+fi
+export NVCC="$nvcc_path"
+echo "dev-env: NVCC=$NVCC" >&2
