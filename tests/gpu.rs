@@ -307,7 +307,11 @@ fn foreign_context_is_rejected() -> Result<()> {
         "foreign stream",
         |e| matches!(e, Error::ForeignContext { what: "the stream" }),
     )?;
-    let (fptr, _g) = foreign_data.device_ptr(&other_stream);
+    // Context-bound memory (cuMemAlloc) of the other context. Stream-ordered (pool)
+    // allocations are device-scoped, report no context, and are accepted on the same device.
+    let foreign_raw = sized_readback::pinned::DeviceBuffer::new_zeroed(&other, 64)?;
+    ctx.bind_to_thread()?;
+    let fptr = foreign_raw.ptr();
     let (cptr, _g2) = cnt.device_ptr(&stream);
     // SAFETY: the call must reject the foreign address before any device work.
     let r = unsafe { rb.enqueue_raw::<i32>(&stream, None, fptr, 4, cptr) };
@@ -475,17 +479,24 @@ fn polling_and_timeouts() -> Result<()> {
     let cnt = stream.alloc_zeros::<i32>(1)?;
     stream.synchronize()?;
     let (c, _g) = cnt.device_ptr(&stream);
-    for (t, w) in [
+    let modes = [
         (Transport::Mapped, WaitMode::Trailer),
         (Transport::Mapped, WaitMode::Event),
         (Transport::Staged, WaitMode::Event),
-    ] {
-        let rb = Readback::<i32>::with_config(&ctx, ReadbackConfig::new(32).transport(t).wait(w))?;
+    ];
+    for ((t, w), pdl) in modes.into_iter().flat_map(|m| [(m, false), (m, true)]) {
+        let config = ReadbackConfig::new(32)
+            .transport(t)
+            .wait(w)
+            .programmatic_launch(pdl);
+        let rb = Readback::<i32>::with_config(&ctx, config)?;
         busy_producer(&module, &stream, c, 21, 200_000_000)?; // 200 ms
+        let t0 = std::time::Instant::now();
         let tk = rb.enqueue(&stream, &data, &cnt)?;
+        let enqueue = t0.elapsed();
         ensure!(
             tk.try_wait()?.is_none(),
-            "{t:?}/{w:?}: ready while the producer runs"
+            "{t:?}/{w:?}/pdl={pdl}: ready while the producer runs (enqueue took {enqueue:?})"
         );
         expect_err(
             tk.wait_timeout(Duration::from_millis(5)),
