@@ -667,6 +667,13 @@ fn seed_naive_reproduces_the_bug() -> Result<()> {
 
 type TestFn = fn() -> Result<()>;
 
+/// Tests that assert something about timing (a readback still in flight, a stale host size)
+/// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the
+/// device was idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost
+/// synchronize the device and hold the driver's lock meanwhile); serial runs never stalled.
+static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+const RUN_ALONE: &[&str] = &["seed_naive_reproduces_the_bug", "polling_and_timeouts"];
+
 fn main() {
     let args = Arguments::from_args();
     let gpu = gpu_present();
