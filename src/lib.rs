@@ -33,10 +33,13 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod capi;
+pub mod columns;
 pub mod device;
 pub mod driver;
 pub mod element;
 pub mod error;
+pub mod graph;
 pub mod kernels;
 pub mod layout;
 pub mod pattern;
@@ -45,7 +48,9 @@ pub mod readback;
 pub mod ring;
 pub mod seed;
 
+pub use columns::{Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnTicket};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
 pub use error::{Error, Result};
+pub use graph::{GraphReadback, Replay};
 pub use readback::{ColumnSource, Readback, ReadbackConfig, Readout, Ticket, Transport, WaitMode};

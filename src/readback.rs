@@ -128,6 +128,50 @@ pub(crate) struct Engine {
     events: Vec<CUevent>,
     ring: Mutex<Ring>,
     shape: LaunchShape,
+    /// Device-sequenced mode (graph replay): the device's sequence counter and the mapped
+    /// control words. `None` for host-sequenced readbacks.
+    device_seq: Option<DeviceSeq>,
+}
+
+/// What a device-sequenced engine adds: a device-resident counter of finished packs (the
+/// sequence number of the newest readback) and the mapped [`abi::srb_ring_ctl`].
+#[derive(Debug)]
+pub(crate) struct DeviceSeq {
+    counter: DeviceBuffer,
+    ctl: PinnedBuffer,
+}
+
+impl DeviceSeq {
+    /// Device address of the `u64` counter: the sequence number of the newest finished pack.
+    pub(crate) fn counter_ptr(&self) -> CUdeviceptr {
+        self.counter.ptr()
+    }
+
+    fn ctl_word(&self, offset: usize) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: the control words are two naturally aligned u64 at the start of a live,
+        // page-aligned pinned allocation owned by self; the device accesses them only with
+        // whole-word volatile loads and stores, so atomics are the right host view.
+        unsafe {
+            &*self
+                .ctl
+                .host_ptr()
+                .add(offset)
+                .cast::<std::sync::atomic::AtomicU64>()
+        }
+    }
+
+    /// Tells the device that every readback up to `seq` has been released (Release order:
+    /// the host's reads of those slots happen before the device may overwrite them).
+    pub(crate) fn set_released(&self, seq: u64) {
+        self.ctl_word(std::mem::offset_of!(abi::srb_ring_ctl, released_seq))
+            .store(seq, Ordering::Release);
+    }
+
+    /// The newest sequence number the device dropped for a held slot (0: none).
+    pub(crate) fn overrun_seq(&self) -> u64 {
+        self.ctl_word(std::mem::offset_of!(abi::srb_ring_ctl, overrun_seq))
+            .load(Ordering::Acquire)
+    }
 }
 
 // SAFETY: CUevent handles and the buffers' addresses may be used from any thread that binds
@@ -220,7 +264,40 @@ impl Engine {
             events,
             ring: Mutex::new(Ring::new(cfg.slots)),
             shape,
+            device_seq: None,
         }))
+    }
+
+    /// A device-sequenced engine, for CUDA graph replay: every pack takes its sequence number
+    /// from a device-resident counter and its slot from that number, and writes only if the
+    /// host has released the slot's previous readback (else it records an overrun). Needs the
+    /// mapped transport; the pack never uses programmatic dependent launch.
+    pub(crate) fn new_device_sequenced(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+    ) -> Result<Arc<Self>> {
+        if cfg.transport != Transport::Mapped {
+            return Err(Error::config(
+                "graph replay needs the mapped transport: the slot is chosen on the device, so \
+                 a staged copy's host-side parameters cannot follow it",
+            ));
+        }
+        if cfg.wait == WaitMode::Event {
+            return Err(Error::config(
+                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
+            ));
+        }
+        // Kernel boundaries, not griddepcontrol.wait, order one pack's counter store before
+        // the next pack's load; a programmatic edge would let them overlap.
+        let cfg = cfg.clone().programmatic_launch(false);
+        let mut engine = Engine::new(ctx, elem_sizes, &cfg)?;
+        let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
+        let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
+        Arc::get_mut(&mut engine)
+            .expect("a new engine has one owner")
+            .device_seq = Some(DeviceSeq { counter, ctl });
+        Ok(engine)
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -253,6 +330,26 @@ impl Engine {
             return Err(Error::ForeignContext { what: "the stream" });
         }
         Ok(())
+    }
+
+    /// Errors unless the raw stream `stream` belongs to this readback's context (the null
+    /// stream stands for the current context's legacy stream; the context is bound first).
+    pub(crate) fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
+        bind(&self.ctx)?;
+        // SAFETY: the caller passes a live stream handle (or null).
+        let owner = unsafe { driver::stream_context(stream)? };
+        if owner != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Reports a device error (a sticky context error such as a faulted kernel) without
+    /// waiting: queries an event that is never recorded in device-sequenced mode.
+    pub(crate) fn check_device(&self) -> Result<()> {
+        bind(&self.ctx)?;
+        // SAFETY: live event of this engine.
+        unsafe { driver::event_query(self.events[0]) }.map(|_| ())
     }
 
     /// Errors unless the raw device address `ptr` is memory of this readback's context.
@@ -293,6 +390,30 @@ impl Engine {
         count_ptr: CUdeviceptr,
         kind: CountKind,
     ) -> Result<Lease> {
+        if self.device_seq.is_some() {
+            return Err(Error::config(
+                "a device-sequenced (graph) readback is recorded, not enqueued with a lease",
+            ));
+        }
+        self.check_sources(columns, count_ptr, kind)?;
+        bind(&self.ctx)?;
+        let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
+            slots: self.slots(),
+        })?;
+        let result = self.launch_pack(stream, after, columns, count_ptr, kind, &lease);
+        if result.is_err() {
+            self.release(&lease);
+        }
+        result.map(|()| lease)
+    }
+
+    /// Errors unless `columns` match the layout and the count address suits `kind`.
+    fn check_sources(
+        &self,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+    ) -> Result<()> {
         if columns.len() != self.layout.elem_sizes().len() {
             return Err(Error::config(format!(
                 "this readback has {} column(s), the enqueue gave {}",
@@ -316,15 +437,90 @@ impl Engine {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Records one device-sequenced pack on `stream` (usually a stream being captured into a
+    /// CUDA graph): its sequence number, slot and permission to write are decided on the
+    /// device each time it runs. Records no event and takes no slot on the host.
+    ///
+    /// # Safety
+    /// As [`Engine::enqueue`], for every time the pack runs (every replay of a graph that
+    /// holds it): the sources stay allocated and unwritten while it runs, and this engine
+    /// outlives every run. The device-sequenced packs of one engine run one after another
+    /// (one stream, or ordered by events): two at once would take the same number.
+    pub(crate) unsafe fn enqueue_device_seq(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+    ) -> Result<()> {
+        let Some(ds) = &self.device_seq else {
+            return Err(Error::config(
+                "not a device-sequenced readback: enqueue it instead of recording it",
+            ));
+        };
+        self.check_sources(columns, count_ptr, kind)?;
         bind(&self.ctx)?;
-        let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
-            slots: self.slots(),
-        })?;
-        let result = self.launch_pack(stream, after, columns, count_ptr, kind, &lease);
-        if result.is_err() {
-            self.release(&lease);
+        if let Some(e) = after {
+            driver::stream_wait_event(stream, e)?;
         }
-        result.map(|()| lease)
+        let mut p = self.pack_params(columns, count_ptr, kind, 0, 0);
+        p.seq_counter = ds.counter.ptr();
+        p.ring_ctl = ds.ctl.device_ptr();
+        let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
+        // SAFETY: one parameter of type srb_pack_params; the counter, control words, slots and
+        // sync records belong to this engine, the sources are valid per the contract; no
+        // programmatic launch (new_device_sequenced turned it off).
+        self.kernel.launch(stream, self.shape, &mut args)
+    }
+
+    /// The device-sequenced state, if this engine has it.
+    pub(crate) fn device_seq(&self) -> Option<&DeviceSeq> {
+        self.device_seq.as_ref()
+    }
+
+    fn pack_params(
+        &self,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+        seq: u64,
+        slot: usize,
+    ) -> abi::srb_pack_params {
+        let stride = self.layout.slot_stride();
+        let slots_base = match &self.staging {
+            Some(dev) => dev.ptr(),
+            None => self.host.device_ptr(),
+        };
+        let mut p = abi::srb_pack_params {
+            count_ptr,
+            slots: slots_base,
+            slot_stride: stride as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            seq,
+            seq_counter: 0,
+            ring_ctl: 0,
+            slot_sync: self.slot_sync.ptr(),
+            slot: slot as u32,
+            num_slots: self.slots() as u32,
+            count_kind: kind.abi(),
+            num_columns: columns.len() as u32,
+            columns: Default::default(),
+        };
+        for (i, c) in columns.iter().enumerate() {
+            p.columns[i] = abi::srb_column {
+                src: c.ptr,
+                src_len: c.len as u64,
+                dst_offset: self.layout.column_offsets()[i] as u64,
+                elem_size: self.layout.elem_sizes()[i] as u32,
+                reserved: 0,
+            };
+        }
+        p
     }
 
     unsafe fn launch_pack(
@@ -345,35 +541,7 @@ impl Engine {
             driver::stream_wait_event(stream, event)?;
         }
         let stride = self.layout.slot_stride();
-        let slots_base = match &self.staging {
-            Some(dev) => dev.ptr(),
-            None => self.host.device_ptr(),
-        };
-        let mut p = abi::srb_pack_params {
-            count_ptr,
-            slots: slots_base,
-            slot_stride: stride as u64,
-            trailer_offset: self.layout.trailer_offset() as u64,
-            capacity: self.layout.capacity() as u64,
-            seq: lease.seq,
-            seq_counter: 0,
-            ring_ctl: 0,
-            slot_sync: self.slot_sync.ptr(),
-            slot: lease.slot as u32,
-            num_slots: self.slots() as u32,
-            count_kind: kind.abi(),
-            num_columns: columns.len() as u32,
-            columns: Default::default(),
-        };
-        for (i, c) in columns.iter().enumerate() {
-            p.columns[i] = abi::srb_column {
-                src: c.ptr,
-                src_len: c.len as u64,
-                dst_offset: self.layout.column_offsets()[i] as u64,
-                elem_size: self.layout.elem_sizes()[i] as u32,
-                reserved: 0,
-            };
-        }
+        let mut p = self.pack_params(columns, count_ptr, kind, lease.seq, lease.slot);
         let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
         // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's header);
         // the slots, sync records and sources are valid per this function's contract; the
@@ -399,7 +567,7 @@ impl Engine {
         unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
     }
 
-    fn seq_visible(&self, slot: usize, seq: u64) -> bool {
+    pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
         // SAFETY: aligned (16-byte trailer offset in a page-aligned buffer), in bounds; the
         // device may be writing the slot, hence a volatile read.
         let found =
@@ -413,7 +581,7 @@ impl Engine {
         }
     }
 
-    fn read_trailer(&self, slot: usize) -> Trailer {
+    pub(crate) fn read_trailer(&self, slot: usize) -> Trailer {
         // SAFETY: as in seq_visible; called once the readback is complete.
         unsafe { std::ptr::read_volatile(self.trailer_ptr(slot)) }
     }
@@ -519,6 +687,10 @@ impl Drop for Engine {
         // buffers are freed. A device error here (sticky context error) leaves nothing to wait
         // for; the memory is freed all the same.
         let _ = self.ctx.bind_to_thread();
+        if self.device_seq.is_some() {
+            // Graph replays record no event: wait for all of the context's work instead.
+            let _ = self.ctx.synchronize();
+        }
         for &e in &self.events {
             // SAFETY: live events of this engine, destroyed once, after their work.
             unsafe {

@@ -1,0 +1,697 @@
+//! Several columns, one count: structure-of-arrays readback.
+//!
+//! A particle's position, velocity and id live in separate device arrays that share one
+//! device-resident count. A [`ColumnReadback`] reads all of them back in one enqueue: one pack
+//! kernel launch, one slot, one trailer. Columns may have different element types; the host
+//! view gives each one as a typed slice.
+//!
+//! Declare the columns on a [`ColumnSchema`]; each declaration returns a typed handle
+//! ([`Column<T>`]) that binds a device buffer of that type at enqueue time and reads the
+//! column back as `&[T]`, so a type mismatch is a compile error rather than a runtime one:
+//!
+//! ```no_run
+//! use sized_readback::{ColumnReadback, ColumnSchema, ReadbackConfig};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = sized_readback::device::open(0)?;
+//! let stream = ctx.new_stream()?;
+//! let cap = 1 << 20;
+//! let d_pos = stream.alloc_zeros::<[f64; 3]>(cap)?;   // a kernel fills pos[..n], id[..n]
+//! let d_id = stream.alloc_zeros::<i32>(cap)?;
+//! let d_n = stream.alloc_zeros::<i32>(1)?;            // ...and writes n here
+//!
+//! let mut schema = ColumnSchema::new();
+//! let pos = schema.column::<[f64; 3]>();
+//! let id = schema.column::<i32>();
+//! let rb = ColumnReadback::new(&ctx, &schema, ReadbackConfig::new(cap))?;
+//!
+//! let ticket = rb.enqueue(&stream, &[pos.source(&d_pos), id.source(&d_id)], &d_n)?;
+//! let out = ticket.wait()?;
+//! let (p, i): (&[[f64; 3]], &[i32]) = (out.column(pos), out.column(id));
+//! assert_eq!((p.len(), i.len()), (out.count(), out.count()));
+//! # Ok(()) }
+//! ```
+//!
+//! The capacity, overflow and bad-input rules are the single-column ones, applied to every
+//! column: a count above the capacity ([`Error::CountExceedsCapacity`]), a negative count
+//! ([`Error::NegativeCount`]) or a count above any column's source length
+//! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
+use crate::element::{CountKind, CountType, Element};
+use crate::error::{Error, Result};
+use crate::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS};
+use crate::readback::{ColumnSource, Engine, ReadbackConfig, Transport, WaitMode};
+use crate::ring::Lease;
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One declared column: its element size and, for typed columns, its Rust type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnSpec {
+    /// Bytes per element.
+    pub elem_size: usize,
+    /// The element type's name, or `None` for a column declared by size only.
+    pub type_name: Option<&'static str>,
+    type_id: Option<TypeId>,
+}
+
+/// The columns of a multi-column readback, in slot order. Build it with
+/// [`ColumnSchema::column`] (typed) or [`ColumnSchema::raw_column`] (by element size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnSchema {
+    id: u64,
+    specs: Vec<ColumnSpec>,
+}
+
+impl Default for ColumnSchema {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn next_schema_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl ColumnSchema {
+    /// A schema with no columns yet.
+    pub fn new() -> Self {
+        ColumnSchema {
+            id: next_schema_id(),
+            specs: Vec::new(),
+        }
+    }
+
+    /// Adds a column of `T` and returns its typed handle. More than [`MAX_COLUMNS`] columns,
+    /// or an element aligned to more than 16 bytes, is reported when the readback is created.
+    pub fn column<T: Element>(&mut self) -> Column<T> {
+        self.specs.push(ColumnSpec {
+            elem_size: std::mem::size_of::<T>(),
+            type_name: Some(std::any::type_name::<T>()),
+            type_id: Some(TypeId::of::<T>()),
+        });
+        Column {
+            index: self.specs.len() - 1,
+            schema: self.id,
+            _t: PhantomData,
+        }
+    }
+
+    /// Adds a column of `elem_size`-byte elements with no Rust type (what the C API does);
+    /// returns its index. Read it with [`ColumnReadout::column_as`] (checked by size) or
+    /// [`ColumnReadout::column_bytes`].
+    pub fn raw_column(&mut self, elem_size: usize) -> usize {
+        self.specs.push(ColumnSpec {
+            elem_size,
+            type_name: None,
+            type_id: None,
+        });
+        self.specs.len() - 1
+    }
+
+    /// The declared columns, in order.
+    pub fn columns(&self) -> &[ColumnSpec] {
+        &self.specs
+    }
+
+    /// Number of columns.
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Whether no column is declared yet.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    pub(crate) fn elem_sizes(&self) -> Vec<usize> {
+        self.specs.iter().map(|s| s.elem_size).collect()
+    }
+
+    /// Errors unless the schema can be laid out (1 to [`MAX_COLUMNS`] columns).
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.specs.is_empty() || self.specs.len() > MAX_COLUMNS {
+            return Err(Error::config(format!(
+                "a readback carries 1 to {MAX_COLUMNS} columns, the schema declares {}",
+                self.specs.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that column `index` may be viewed as `[T]`.
+    fn check_type<T: Element>(&self, index: usize) -> Result<()> {
+        let spec = self.specs.get(index).ok_or_else(|| {
+            Error::config(format!(
+                "column {index} does not exist: the readback has {} column(s)",
+                self.specs.len()
+            ))
+        })?;
+        let ok = match spec.type_id {
+            Some(id) => id == TypeId::of::<T>(),
+            None => {
+                spec.elem_size == std::mem::size_of::<T>()
+                    && std::mem::align_of::<T>() <= COLUMN_ALIGN
+            }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::config(format!(
+                "column {index} holds {} ({} bytes), not {} ({} bytes)",
+                spec.type_name.unwrap_or("untyped elements"),
+                spec.elem_size,
+                std::any::type_name::<T>(),
+                std::mem::size_of::<T>()
+            )))
+        }
+    }
+}
+
+/// The typed handle of one column, returned by [`ColumnSchema::column`]. `Copy`; use it to
+/// bind the column's device buffer ([`Column::source`]) and to read it back
+/// ([`ColumnReadout::column`]).
+#[derive(Debug)]
+pub struct Column<T> {
+    index: usize,
+    schema: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Column<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Column<T> {}
+
+impl<T: Element> Column<T> {
+    /// The column's position in the slot (and in the schema).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Binds a device buffer of `T` (a `CudaSlice<T>` or view) as this column's source for
+    /// one enqueue. Its length is the column's source length.
+    pub fn source<'a, D: DevicePtr<T>>(&self, data: &'a D) -> Source<'a> {
+        Source {
+            column: self.index,
+            schema: self.schema,
+            data: Box::new(Typed(data, PhantomData)),
+        }
+    }
+}
+
+/// A column's device buffer, bound for one [`ColumnReadback::enqueue`] by [`Column::source`].
+pub struct Source<'a> {
+    column: usize,
+    schema: u64,
+    data: Box<dyn ErasedDevicePtr + 'a>,
+}
+
+impl std::fmt::Debug for Source<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("column", &self.column)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+/// A cudarc device buffer with its element type erased (the handle checked it).
+trait ErasedDevicePtr {
+    fn len(&self) -> usize;
+    fn context(&self) -> CUcontext;
+    fn device_ptr<'s>(&'s self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>);
+}
+
+struct Typed<'a, T, D>(&'a D, PhantomData<fn() -> T>);
+
+impl<T, D: DevicePtr<T>> ErasedDevicePtr for Typed<'_, T, D> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn context(&self) -> CUcontext {
+        self.0.stream().context().cu_ctx()
+    }
+    fn device_ptr<'s>(&'s self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
+        self.0.device_ptr(stream)
+    }
+}
+
+/// Reads back several device arrays that share one device-resident count, in one kernel
+/// launch, into one slot with one trailer. `Send` and `Sync`, like [`crate::Readback`].
+#[derive(Debug)]
+pub struct ColumnReadback {
+    engine: Arc<Engine>,
+    schema: Arc<ColumnSchema>,
+}
+
+impl ColumnReadback {
+    /// A readback of the columns of `schema`, `config.capacity` rows per slot.
+    ///
+    /// Errors: [`Error::InvalidConfig`] for no columns or more than [`MAX_COLUMNS`], a zero
+    /// capacity or slot count, an element aligned to more than 16 bytes, or sizes that
+    /// overflow; [`Error::Cuda`] if the driver cannot allocate the slots or load the kernel.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        schema: &ColumnSchema,
+        config: ReadbackConfig,
+    ) -> Result<Self> {
+        schema.validate()?;
+        Ok(ColumnReadback {
+            engine: Engine::new(ctx, &schema.elem_sizes(), &config)?,
+            schema: Arc::new(schema.clone()),
+        })
+    }
+
+    /// The columns.
+    pub fn schema(&self) -> &ColumnSchema {
+        &self.schema
+    }
+    /// Rows (elements of every column) one slot holds.
+    pub fn capacity(&self) -> usize {
+        self.engine.layout().capacity()
+    }
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.engine.slots()
+    }
+    /// Slots currently held by tickets.
+    pub fn slots_in_use(&self) -> usize {
+        self.engine.held()
+    }
+    /// The transport.
+    pub fn transport(&self) -> Transport {
+        self.engine.transport()
+    }
+    /// The wait mode in effect (never `Auto`).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.engine.wait_mode()
+    }
+    /// The slot layout (one region per column, then the trailer).
+    pub fn layout(&self) -> &SlotLayout {
+        self.engine.layout()
+    }
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        self.engine.context()
+    }
+
+    /// Enqueues a readback of `count` rows of every column on `stream`, after the work
+    /// already in it. `sources` binds each column exactly once, in any order. Returns at once.
+    ///
+    /// cudarc's event tracking orders the kernel after earlier cudarc writes to the buffers
+    /// and later cudarc writes after this read.
+    ///
+    /// Errors: [`Error::InvalidConfig`] when a column is missing, bound twice, or bound with
+    /// a handle of another schema; [`Error::ForeignContext`]; [`Error::SlotsExhausted`];
+    /// [`Error::Cuda`]. The count's own errors come from the ticket's wait.
+    pub fn enqueue<C, K>(
+        &self,
+        stream: &CudaStream,
+        sources: &[Source<'_>],
+        count: &C,
+    ) -> Result<ColumnTicket>
+    where
+        C: DevicePtr<K>,
+        K: CountType,
+    {
+        self.enqueue_inner(stream, None, sources, count)
+    }
+
+    /// Like [`ColumnReadback::enqueue`], but the readback also waits for `after` (an event
+    /// recorded after the producer on another stream).
+    pub fn enqueue_after<C, K>(
+        &self,
+        stream: &CudaStream,
+        after: &CudaEvent,
+        sources: &[Source<'_>],
+        count: &C,
+    ) -> Result<ColumnTicket>
+    where
+        C: DevicePtr<K>,
+        K: CountType,
+    {
+        if after.context().cu_ctx() != self.engine.context().cu_ctx() {
+            return Err(Error::ForeignContext { what: "the event" });
+        }
+        self.enqueue_inner(stream, Some(after.cu_event()), sources, count)
+    }
+
+    fn enqueue_inner<C, K>(
+        &self,
+        stream: &CudaStream,
+        after: Option<CUevent>,
+        sources: &[Source<'_>],
+        count: &C,
+    ) -> Result<ColumnTicket>
+    where
+        C: DevicePtr<K>,
+        K: CountType,
+    {
+        self.engine.check_stream(stream)?;
+        let ctx = self.engine.context().cu_ctx();
+        let n = self.schema.len();
+        let mut order: [Option<&Source<'_>>; MAX_COLUMNS] = [None; MAX_COLUMNS];
+        for s in sources {
+            if s.schema != self.schema.id || s.column >= n {
+                return Err(Error::config(format!(
+                    "a source was bound with the handle of column {} of another schema",
+                    s.column
+                )));
+            }
+            if order[s.column].replace(s).is_some() {
+                return Err(Error::config(format!("column {} is bound twice", s.column)));
+            }
+            if s.data.context() != ctx {
+                return Err(Error::ForeignContext {
+                    what: "a column's data",
+                });
+            }
+        }
+        if let Some(missing) = (0..n).find(|&i| order[i].is_none()) {
+            return Err(Error::config(format!("column {missing} has no source")));
+        }
+        if count.stream().context().cu_ctx() != ctx {
+            return Err(Error::ForeignContext { what: "the count" });
+        }
+        if count.len() == 0 {
+            return Err(Error::BadPointer {
+                what: "the count (an empty buffer)",
+                addr: 0,
+                align: K::KIND.size(),
+            });
+        }
+        // The guards make `stream` wait for earlier cudarc writes now and record this read
+        // when they drop, after the launch.
+        let mut guards = Vec::with_capacity(n + 1);
+        let mut columns = [ColumnSource { ptr: 0, len: 0 }; MAX_COLUMNS];
+        for (i, s) in order.iter().take(n).enumerate() {
+            let s = s.expect("checked above");
+            let (ptr, guard) = s.data.device_ptr(stream);
+            guards.push(guard);
+            columns[i] = ColumnSource {
+                ptr,
+                len: s.data.len(),
+            };
+        }
+        let (cptr, count_guard) = count.device_ptr(stream);
+        guards.push(count_guard);
+        // SAFETY: the stream and buffers belong to this context (checked above); cudarc keeps
+        // them allocated while borrowed and orders later writes after this read (the guards);
+        // each length is the buffer's true length.
+        let lease = unsafe {
+            self.engine
+                .enqueue(stream.cu_stream(), after, &columns[..n], cptr, K::KIND)?
+        };
+        drop(guards);
+        Ok(self.ticket(lease, K::KIND, &columns[..n]))
+    }
+
+    /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
+    /// buffers owned by C/C++ code or written by kernels cudarc does not track.
+    ///
+    /// `after` marks the producer done; pass `None` only if the producer ran on `stream`.
+    /// Each address is checked to be device memory of this context.
+    ///
+    /// # Safety
+    /// - `sources[i].ptr` addresses at least `sources[i].len` elements of column `i`'s type,
+    ///   and `count` one naturally aligned `K`, in device memory of this context;
+    /// - they stay allocated and unwritten until the readback completes; work that writes
+    ///   them next is ordered after it (e.g. enqueued on `stream`);
+    /// - `after`, if given, belongs to this context.
+    pub unsafe fn enqueue_raw<K: CountType>(
+        &self,
+        stream: &CudaStream,
+        after: Option<&CudaEvent>,
+        sources: &[ColumnSource],
+        count: CUdeviceptr,
+    ) -> Result<ColumnTicket> {
+        self.engine.check_stream(stream)?;
+        if let Some(e) = after {
+            if e.context().cu_ctx() != self.engine.context().cu_ctx() {
+                return Err(Error::ForeignContext { what: "the event" });
+            }
+        }
+        for s in sources {
+            if s.len > 0 {
+                self.engine.check_raw_pointer("a column's data", s.ptr)?;
+            }
+        }
+        if count != 0 {
+            self.engine.check_raw_pointer("the count", count)?;
+        }
+        let lease = self.engine.enqueue(
+            stream.cu_stream(),
+            after.map(|e| e.cu_event()),
+            sources,
+            count,
+            K::KIND,
+        )?;
+        Ok(self.ticket(lease, K::KIND, sources))
+    }
+
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub(crate) fn ticket(
+        &self,
+        lease: Lease,
+        kind: CountKind,
+        sources: &[ColumnSource],
+    ) -> ColumnTicket {
+        ColumnTicket {
+            engine: self.engine.clone(),
+            schema: self.schema.clone(),
+            lease,
+            kind,
+            source_lens: sources.iter().map(|s| s.len).collect(),
+        }
+    }
+}
+
+/// One enqueued multi-column readback; holds its slot until dropped. See
+/// [`crate::Ticket`] for the waiting rules, which are the same.
+#[derive(Debug)]
+pub struct ColumnTicket {
+    engine: Arc<Engine>,
+    schema: Arc<ColumnSchema>,
+    lease: Lease,
+    kind: CountKind,
+    source_lens: Vec<usize>,
+}
+
+impl ColumnTicket {
+    /// Sequence number of this readback.
+    pub fn seq(&self) -> u64 {
+        self.lease.seq
+    }
+    /// The slot it occupies.
+    pub fn slot(&self) -> usize {
+        self.lease.slot
+    }
+
+    /// Blocks until the readback is complete, then returns its count and columns.
+    ///
+    /// Errors: the count's errors ([`Error::CountExceedsCapacity`], [`Error::NegativeCount`],
+    /// [`Error::CountExceedsSource`]); [`Error::Cuda`] when the device reports an error.
+    pub fn wait(&self) -> Result<ColumnReadout<'_>> {
+        self.engine.wait(&self.lease, None)?;
+        self.readout()
+    }
+
+    /// Like [`ColumnTicket::wait`], giving up with [`Error::Timeout`] after `timeout`; the
+    /// ticket stays valid.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<ColumnReadout<'_>> {
+        self.engine
+            .wait(&self.lease, Some(Instant::now() + timeout))?;
+        self.readout()
+    }
+
+    /// The readout if the readback is complete, `None` while it is in flight.
+    pub fn try_wait(&self) -> Result<Option<ColumnReadout<'_>>> {
+        if self.engine.is_complete(&self.lease)? {
+            self.readout().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn readout(&self) -> Result<ColumnReadout<'_>> {
+        let count = self
+            .engine
+            .decode(&self.lease, self.kind, &self.source_lens)?;
+        Ok(ColumnReadout::new(
+            &self.engine,
+            &self.schema,
+            self.lease.slot,
+            count,
+            self.lease.seq,
+        ))
+    }
+}
+
+impl Drop for ColumnTicket {
+    fn drop(&mut self) {
+        self.engine.release(&self.lease);
+    }
+}
+
+/// The host's view of a completed multi-column readback: the count and every column as a
+/// slice of exactly that many elements, in pinned host memory. Borrows what holds the slot
+/// (a [`ColumnTicket`] or a [`crate::Replay`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnReadout<'a> {
+    engine: &'a Engine,
+    schema: &'a ColumnSchema,
+    slot: usize,
+    count: usize,
+    seq: u64,
+}
+
+impl<'a> ColumnReadout<'a> {
+    /// `count` must be the decoded count of a complete readback in `slot` (<= capacity),
+    /// and the slot must stay held for `'a`.
+    pub(crate) fn new(
+        engine: &'a Engine,
+        schema: &'a ColumnSchema,
+        slot: usize,
+        count: usize,
+        seq: u64,
+    ) -> Self {
+        debug_assert!(count <= engine.layout().capacity());
+        ColumnReadout {
+            engine,
+            schema,
+            slot,
+            count,
+            seq,
+        }
+    }
+
+    /// The count the device held (rows in every column).
+    pub fn count(&self) -> usize {
+        self.count
+    }
+    /// The readback's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// The columns' declarations.
+    pub fn schema(&self) -> &'a ColumnSchema {
+        self.schema
+    }
+
+    /// Column `c` as `count` elements of `T`.
+    ///
+    /// # Panics
+    /// If `c` is the handle of another schema's column (a programming error, like an index
+    /// out of bounds). [`ColumnReadout::try_column`] returns an error instead.
+    pub fn column<T: Element>(&self, c: Column<T>) -> &'a [T] {
+        match self.try_column(c) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Column `c` as `count` elements of `T`, or an error if `c` belongs to another schema.
+    pub fn try_column<T: Element>(&self, c: Column<T>) -> Result<&'a [T]> {
+        if c.schema != self.schema.id {
+            return Err(Error::config(format!(
+                "the handle of column {} belongs to another schema",
+                c.index
+            )));
+        }
+        self.column_as::<T>(c.index)
+    }
+
+    /// Column `index` as `count` elements of `T`, checked against the declared type (for a
+    /// typed column) or element size (for a [`ColumnSchema::raw_column`]).
+    pub fn column_as<T: Element>(&self, index: usize) -> Result<&'a [T]> {
+        self.schema.check_type::<T>(index)?;
+        let ptr = self.engine.column_host_ptr(self.slot, index).cast::<T>();
+        // SAFETY: the readback is complete (acquire taken by the wait), the slot holds `count`
+        // <= capacity elements of the column's type at a 16-byte-aligned offset, T is that
+        // type (or, for raw columns, has its size and an alignment <= 16) and valid for any
+        // bits, and the slot stays held for 'a.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, self.count) })
+    }
+
+    /// Column `index`'s `count * elem_size` bytes.
+    pub fn column_bytes(&self, index: usize) -> Result<&'a [u8]> {
+        let spec = self.schema.columns().get(index).ok_or_else(|| {
+            Error::config(format!(
+                "column {index} does not exist: the readback has {} column(s)",
+                self.schema.len()
+            ))
+        })?;
+        let ptr = self.engine.column_host_ptr(self.slot, index);
+        // SAFETY: as in column_as, viewed as bytes.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, self.count * spec.elem_size) })
+    }
+}
+
+// Compile-time proof of the thread-safety claims in the docs.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<ColumnReadback>();
+    send_sync::<ColumnTicket>();
+    send_sync::<ColumnReadout<'static>>();
+    send_sync::<Column<f64>>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_index_their_schema_in_order() {
+        let mut s = ColumnSchema::new();
+        let a = s.column::<f64>();
+        let b = s.column::<[f32; 3]>();
+        let c = s.raw_column(2);
+        assert_eq!((a.index(), b.index(), c), (0, 1, 2));
+        assert_eq!(s.elem_sizes(), vec![8, 12, 2]);
+        assert_eq!(s.columns()[1].type_name, Some("[f32; 3]"));
+        assert_eq!(s.columns()[2].type_name, None);
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn type_checks() {
+        let mut s = ColumnSchema::new();
+        s.column::<f64>();
+        s.raw_column(4);
+        assert!(s.check_type::<f64>(0).is_ok());
+        assert!(s.check_type::<u64>(0).is_err(), "same size, other type");
+        assert!(s.check_type::<i32>(1).is_ok());
+        assert!(s.check_type::<f32>(1).is_ok(), "raw columns check the size");
+        assert!(s.check_type::<u16>(1).is_err());
+        assert!(s.check_type::<f64>(2).is_err(), "no such column");
+    }
+
+    #[test]
+    fn schemas_with_no_or_too_many_columns_are_rejected() {
+        assert!(ColumnSchema::new().validate().is_err());
+        let mut s = ColumnSchema::new();
+        for _ in 0..MAX_COLUMNS {
+            s.column::<u8>();
+        }
+        assert!(s.validate().is_ok());
+        s.column::<u8>();
+        assert!(matches!(s.validate(), Err(Error::InvalidConfig { .. })));
+    }
+
+    #[test]
+    fn each_schema_has_its_own_identity() {
+        let (a, b) = (ColumnSchema::new(), ColumnSchema::new());
+        assert_ne!(a.id, b.id);
+        assert_eq!(a.clone().id, a.id);
+    }
+}

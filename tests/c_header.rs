@@ -1,0 +1,72 @@
+//! The checked-in C header (`include/sized_readback.h`) must be what cbindgen generates from
+//! `src/capi.rs` with `cbindgen.toml`. Runs without a GPU (CI). To update the header after
+//! changing the C API: `SRB_BLESS=1 cargo test --test c_header`.
+use std::path::Path;
+
+fn generate(root: &Path) -> String {
+    let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
+    let bindings = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(root.join("src/capi.rs"))
+        .generate()
+        .expect("cbindgen could not parse src/capi.rs");
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).expect("cbindgen writes UTF-8")
+}
+
+#[test]
+fn c_header_matches_src_capi() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fresh = generate(root);
+    let path = root.join("include/sized_readback.h");
+    if std::env::var_os("SRB_BLESS").is_some() {
+        std::fs::write(&path, &fresh).expect("writing include/sized_readback.h");
+        return;
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    if checked_in != fresh {
+        let line = checked_in
+            .lines()
+            .zip(fresh.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(
+                || "at the end".to_string(),
+                |i| format!("at line {}", i + 1),
+            );
+        panic!(
+            "include/sized_readback.h differs from what src/capi.rs generates ({line}): \
+             run `SRB_BLESS=1 cargo test --test c_header` and commit the header"
+        );
+    }
+}
+
+#[test]
+fn c_header_declares_the_whole_api() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header = generate(root);
+    for f in [
+        "srb_create",
+        "srb_destroy",
+        "srb_enqueue",
+        "srb_record",
+        "srb_poll",
+        "srb_wait",
+        "srb_next",
+        "srb_count",
+        "srb_data",
+        "srb_release",
+        "srb_last_error",
+    ] {
+        assert!(
+            header.contains(&format!("{f}(")),
+            "{f} missing from the header"
+        );
+    }
+    assert!(header.contains("typedef struct srb_readback srb_readback;"));
+    assert!(header.contains("#define SRB_ERR_OVERRUN -12"));
+    assert!(
+        header.contains("CUstream stream"),
+        "raw driver handles in the signatures"
+    );
+}
