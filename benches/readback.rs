@@ -1,0 +1,178 @@
+//! Criterion benches: readback throughput (elements and bytes per second) of each transport
+//! against the oracle copy (the host already knows n: one cuMemcpyDtoHAsync + event), over
+//! the sweep of the comparison harness. One iteration: producer kernel, readback, host holds
+//! count and data.
+//!
+//! `cargo bench --bench readback`. Without a GPU it prints why and exits successfully.
+use criterion::{BenchmarkId, Criterion, Throughput};
+use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
+use sized_readback::cudarc::driver::{CudaContext, CudaStream};
+use sized_readback::kernels::{Kernel, LaunchShape, Module};
+use sized_readback::pinned::{DeviceBuffer, PinnedBuffer};
+use sized_readback::{Readback, ReadbackConfig, Transport, WaitMode};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+const M: usize = 1 << 20;
+/// Counts of the sweep (f64 elements).
+const SWEEP: [usize; 5] = [1, 4096, 65536, M, 16 * M];
+
+fn check(r: CUresult, what: &str) {
+    assert!(r == CUresult::CUDA_SUCCESS, "{what} failed: {r:?}");
+}
+
+struct Rig {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    produce: Kernel,
+    sms: u32,
+    d_data: DeviceBuffer,
+    d_count: DeviceBuffer,
+    h_data: PinnedBuffer,
+    done: sys::CUevent,
+}
+
+impl Rig {
+    fn produce(&self, n: usize) {
+        let (mut d, mut c, mut nn, mut cy) =
+            (self.d_data.ptr(), self.d_count.ptr(), n as u64, 1u64);
+        let mut args = [
+            (&mut d as *mut CUdeviceptr).cast::<c_void>(),
+            (&mut c as *mut CUdeviceptr).cast(),
+            (&mut nn as *mut u64).cast(),
+            (&mut cy as *mut u64).cast(),
+        ];
+        let shape = LaunchShape {
+            grid: (n as u64).div_ceil(256).clamp(1, u64::from(self.sms) * 8) as u32,
+            block: 256,
+            programmatic: false,
+        };
+        // SAFETY: srb_produce_f64(double*, int32_t*, uint64_t, uint64_t); the buffers hold
+        // 16M doubles and one count.
+        unsafe { self.produce.launch(self.s(), shape, &mut args) }.expect("producer launch");
+    }
+    fn s(&self) -> CUstream {
+        self.stream.cu_stream()
+    }
+    fn oracle(&self, n: usize) -> f64 {
+        self.produce(n);
+        // SAFETY: h_data holds 16M pinned doubles, d_data 16M device doubles.
+        unsafe {
+            check(
+                sys::cuMemcpyDtoHAsync_v2(
+                    self.h_data.host_ptr().cast(),
+                    self.d_data.ptr(),
+                    n * 8,
+                    self.s(),
+                ),
+                "cuMemcpyDtoHAsync",
+            );
+            check(sys::cuEventRecord(self.done, self.s()), "cuEventRecord");
+            check(sys::cuEventSynchronize(self.done), "cuEventSynchronize");
+            let h = self.h_data.host_ptr().cast::<f64>();
+            if n > 0 {
+                std::ptr::read_volatile(h.add(n - 1))
+            } else {
+                0.0
+            }
+        }
+    }
+    fn readback(&self, rb: &Readback<f64>, n: usize) -> f64 {
+        self.produce(n);
+        // SAFETY: d_data holds 16M doubles and d_count one i32 of this context, rewritten
+        // only by the next producer on the same stream.
+        let t = unsafe {
+            rb.enqueue_raw::<i32>(
+                &self.stream,
+                None,
+                self.d_data.ptr(),
+                16 * M,
+                self.d_count.ptr(),
+            )
+        }
+        .expect("enqueue");
+        let r = t.wait().expect("readback");
+        assert_eq!(r.count(), n, "readback count");
+        r.last().copied().unwrap_or(0.0)
+    }
+}
+
+fn setup() -> Result<Rig, String> {
+    let ctx = sized_readback::device::open(0).map_err(|e| e.to_string())?;
+    ctx.bind_to_thread().map_err(|e| e.to_string())?;
+    let module = Module::load(&ctx).map_err(|e| e.to_string())?;
+    let produce = module
+        .function("srb_produce_f64")
+        .map_err(|e| e.to_string())?;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| e.to_string())? as u32;
+    let stream = ctx.new_stream().map_err(|e| e.to_string())?;
+    // SAFETY: the context is current.
+    let done = unsafe { sized_readback::driver::event_create() }.map_err(|e| e.to_string())?;
+    Ok(Rig {
+        d_data: DeviceBuffer::new_zeroed(&ctx, 16 * M * 8).map_err(|e| e.to_string())?,
+        d_count: DeviceBuffer::new_zeroed(&ctx, 8).map_err(|e| e.to_string())?,
+        h_data: PinnedBuffer::new(&ctx, 16 * M * 8, false).map_err(|e| e.to_string())?,
+        ctx,
+        stream,
+        produce,
+        sms: sms.max(1),
+        done,
+    })
+}
+
+fn main() {
+    let rig = match setup() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("readback bench: no usable CUDA device ({e}); skipping.");
+            return;
+        }
+    };
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(800))
+        .configure_from_args();
+    let transports = [
+        ("mapped_trailer", Transport::Mapped, WaitMode::Trailer),
+        ("mapped_event", Transport::Mapped, WaitMode::Event),
+        ("staged", Transport::Staged, WaitMode::Event),
+    ];
+    for cap in [M, 16 * M] {
+        let rbs: Vec<(&str, Readback<f64>)> = transports
+            .iter()
+            .map(|&(name, t, w)| {
+                let cfg = ReadbackConfig::new(cap).slots(2).transport(t).wait(w);
+                (
+                    name,
+                    Readback::<f64>::with_config(&rig.ctx, cfg).expect("readback"),
+                )
+            })
+            .collect();
+        let mut g = c.benchmark_group(format!("readback_cap_{}M", cap / M));
+        for &n in SWEEP
+            .iter()
+            .filter(|&&n| if cap == M { n <= M } else { n > M })
+        {
+            g.throughput(Throughput::ElementsAndBytes {
+                elements: n as u64,
+                bytes: (n * 8) as u64,
+            });
+            g.bench_with_input(BenchmarkId::new("oracle", n), &n, |b, &n| {
+                b.iter(|| rig.oracle(n))
+            });
+            for (name, rb) in &rbs {
+                g.bench_with_input(BenchmarkId::new(*name, n), &n, |b, &n| {
+                    b.iter(|| rig.readback(rb, n))
+                });
+            }
+        }
+        g.finish();
+    }
+    c.final_summary();
+    // SAFETY: every use of the event has completed (each iteration synchronized on it).
+    let _ = unsafe { sized_readback::driver::event_destroy(rig.done) };
+}

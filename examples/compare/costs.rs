@@ -1,0 +1,77 @@
+//! Host cost of one enqueue, and of the driver calls it is made of: the "why" behind the
+//! enqueue target. Each call is timed alone with the stream otherwise idle, then drained.
+use crate::cuda::{self, Event};
+use crate::stats::Summary;
+use crate::sweep::Rig;
+use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// p50/p99 µs of each call, by name.
+#[derive(Debug, Serialize)]
+pub struct Costs {
+    /// Per call.
+    pub calls: BTreeMap<&'static str, Summary>,
+}
+
+/// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1).
+pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
+    let s = rig.stream();
+    let ev = Event::new()?;
+    let mut calls: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let mut time = |name: &'static str, t0: Instant| {
+        calls
+            .entry(name)
+            .or_default()
+            .push(t0.elapsed().as_secs_f64() * 1e6);
+    };
+    let h = rig.h_data();
+    for _ in 0..reps + 10 {
+        rig.produce(1)?;
+        let t0 = Instant::now();
+        let t = rig.enqueue(rig.mapped_trailer(cap)?)?;
+        time("Readback::enqueue (safe API)", t0);
+        anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
+        drop(t);
+
+        rig.produce(1)?;
+        let t0 = Instant::now();
+        let t = rig.enqueue_raw(rig.mapped_trailer(cap)?)?;
+        time("Readback::enqueue_raw (checked raw pointers)", t0);
+        anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
+        drop(t);
+        rig.drain()?;
+
+        let t0 = Instant::now();
+        rig.produce(1)?;
+        time("cuLaunchKernelEx (producer, 1 block)", t0);
+        rig.drain()?;
+
+        let t0 = Instant::now();
+        cuda::record(ev.0, s)?;
+        time("cuEventRecord", t0);
+        let t0 = Instant::now();
+        cuda::stream_wait(s, ev.0)?;
+        time("cuStreamWaitEvent", t0);
+        rig.drain()?;
+
+        let t0 = Instant::now();
+        // SAFETY: the data is device memory of the current context.
+        let owner = unsafe { sized_readback::driver::pointer_owner(rig.d_data())? };
+        time("cuPointerGetAttributes", t0);
+        anyhow::ensure!(owner.is_some(), "the driver does not know the data buffer");
+
+        let t0 = Instant::now();
+        // SAFETY: h_data holds max_n pinned doubles, d_data max_n device doubles.
+        unsafe { cuda::dtoh(h.cast(), rig.d_data(), 8, s)? };
+        time("cuMemcpyDtoHAsync (8 bytes)", t0);
+        rig.drain()?;
+    }
+    Ok(Costs {
+        calls: calls
+            .into_iter()
+            .map(|(k, v)| (k, Summary::of(&v[10..])))
+            .collect(),
+    })
+}

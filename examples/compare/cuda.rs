@@ -1,0 +1,190 @@
+//! Checked driver calls the harness needs beyond `sized_readback::driver`, and the producer
+//! kernels. Every CUDA return code goes through [`check`].
+use anyhow::{bail, Result};
+use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUresult, CUstream};
+use sized_readback::kernels::{Kernel, LaunchShape};
+use std::ffi::{c_void, CStr};
+
+/// The driver's name for a result code (`CUDA_ERROR_NOT_PERMITTED`, ...).
+pub fn error_name(r: CUresult) -> String {
+    let mut p: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: p is a valid out-pointer; the driver returns a static string or fails.
+    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == CUresult::CUDA_SUCCESS;
+    if ok && !p.is_null() {
+        // SAFETY: a NUL-terminated static string from the driver.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    } else {
+        format!("{r:?}")
+    }
+}
+
+/// Turns a CUDA result into an error naming the call.
+pub fn check(r: CUresult, what: &str) -> Result<()> {
+    if r != CUresult::CUDA_SUCCESS {
+        bail!("{what} failed: {}", error_name(r));
+    }
+    Ok(())
+}
+
+/// `cuStreamSynchronize`.
+pub fn stream_sync(s: CUstream) -> Result<()> {
+    // SAFETY: s is a live stream of the current context.
+    check(
+        unsafe { sys::cuStreamSynchronize(s) },
+        "cuStreamSynchronize",
+    )
+}
+
+/// `cuMemcpyDtoHAsync`.
+///
+/// # Safety
+/// `dst` is pinned host memory of `bytes` bytes and `src` device memory of `bytes` bytes,
+/// both alive until the copy completes.
+pub unsafe fn dtoh(dst: *mut u8, src: CUdeviceptr, bytes: usize, s: CUstream) -> Result<()> {
+    check(
+        sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, s),
+        "cuMemcpyDtoHAsync",
+    )
+}
+
+/// `cuEventRecord` then nothing else.
+pub fn record(e: CUevent, s: CUstream) -> Result<()> {
+    // SAFETY: live event and stream of the current context.
+    check(unsafe { sys::cuEventRecord(e, s) }, "cuEventRecord")
+}
+
+/// `cuEventSynchronize`.
+pub fn event_sync(e: CUevent) -> Result<()> {
+    // SAFETY: live event.
+    check(unsafe { sys::cuEventSynchronize(e) }, "cuEventSynchronize")
+}
+
+/// `cuStreamWaitEvent`.
+pub fn stream_wait(s: CUstream, e: CUevent) -> Result<()> {
+    // SAFETY: live stream and event.
+    check(
+        unsafe { sys::cuStreamWaitEvent(s, e, 0) },
+        "cuStreamWaitEvent",
+    )
+}
+
+/// `cuLaunchHostFunc`.
+///
+/// # Safety
+/// `f` may run on a driver thread at any time until the stream reaches it; `data` must stay
+/// valid until then, and `f` must not call CUDA (unless it is meant to show that it fails).
+pub unsafe fn host_func(
+    s: CUstream,
+    f: unsafe extern "C" fn(*mut c_void),
+    data: *mut c_void,
+) -> Result<()> {
+    check(sys::cuLaunchHostFunc(s, Some(f), data), "cuLaunchHostFunc")
+}
+
+/// An event with timing disabled, destroyed on drop.
+#[derive(Debug)]
+pub struct Event(pub CUevent);
+
+impl Event {
+    /// Creates one in the current context.
+    pub fn new() -> Result<Self> {
+        // SAFETY: the caller's context is current (the harness binds it once on this thread).
+        Ok(Event(unsafe { sized_readback::driver::event_create()? }))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once; owners synchronize before dropping.
+        let _ = unsafe { sized_readback::driver::event_destroy(self.0) };
+    }
+}
+
+// SAFETY: an event handle may be used from any thread with the context bound.
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
+
+/// Blocks for a grid-stride kernel over `n` elements: at least 1, at most 8 per SM.
+pub fn grid_for(n: u64, sms: u32) -> u32 {
+    n.div_ceil(256).clamp(1, u64::from(sms) * 8) as u32
+}
+
+/// `hx_produce_f64(double* data, int32_t* count, uint64_t n, uint64_t cycle, int trigger)`:
+/// data[i] = i + 0.5 * cycle for i < n, then *count = n; with `trigger` the kernel signals
+/// programmatic launch completion first, so a pack launched after it may start early.
+#[allow(clippy::too_many_arguments)]
+pub fn produce(
+    k: &Kernel,
+    s: CUstream,
+    sms: u32,
+    data: CUdeviceptr,
+    count: CUdeviceptr,
+    n: u64,
+    cycle: u64,
+    trigger: bool,
+) -> Result<()> {
+    let (mut d, mut c, mut nn, mut cy) = (data, count, n, cycle);
+    let mut t = i32::from(trigger);
+    let mut args = [
+        (&mut d as *mut u64).cast::<c_void>(),
+        (&mut c as *mut u64).cast(),
+        (&mut nn as *mut u64).cast(),
+        (&mut cy as *mut u64).cast(),
+        (&mut t as *mut i32).cast(),
+    ];
+    let shape = LaunchShape {
+        grid: grid_for(n, sms),
+        block: 256,
+        programmatic: false,
+    };
+    // SAFETY: the argument types match the kernel's signature; data holds >= n doubles and
+    // count one i32 (the callers allocate the largest n of the run).
+    unsafe { k.launch(s, shape, &mut args)? };
+    Ok(())
+}
+
+/// `hx_busy_produce(double* data, int32_t* count, uint64_t n, uint64_t cycle, uint64_t ns)`:
+/// one block; thread 0 busy for `ns` before it stores the count.
+#[allow(clippy::too_many_arguments)]
+pub fn busy_produce(
+    k: &Kernel,
+    s: CUstream,
+    data: CUdeviceptr,
+    count: CUdeviceptr,
+    n: u64,
+    cycle: u64,
+    ns: u64,
+) -> Result<()> {
+    let (mut d, mut c, mut nn, mut cy, mut t) = (data, count, n, cycle, ns);
+    let mut args = [
+        (&mut d as *mut u64).cast::<c_void>(),
+        (&mut c as *mut u64).cast(),
+        (&mut nn as *mut u64).cast(),
+        (&mut cy as *mut u64).cast(),
+        (&mut t as *mut u64).cast(),
+    ];
+    let shape = LaunchShape {
+        grid: 1,
+        block: 256,
+        programmatic: false,
+    };
+    // SAFETY: the argument types match the kernel's signature; data holds >= n doubles.
+    unsafe { k.launch(s, shape, &mut args)? };
+    Ok(())
+}
+
+/// The value the producers write at index `i` in cycle `cycle`.
+pub fn expected(i: usize, cycle: u64) -> f64 {
+    i as f64 + 0.5 * cycle as f64
+}
+
+/// Whether a readback holds exactly the cycle's count and values.
+pub fn is_correct(count: usize, data: &[f64], want_n: usize, cycle: u64) -> bool {
+    count == want_n
+        && data.len() >= want_n
+        && data[..want_n]
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == expected(i, cycle))
+}

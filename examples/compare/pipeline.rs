@@ -1,0 +1,246 @@
+//! The seed's pipelined loop: two compute streams, one copy stream, the readback of cycle
+//! k-1 enqueued, then kernel k launched as early as the approach allows, then the host waits
+//! for the readback and does its CPU work. Cycles per second for each approach.
+use crate::cuda::{self, Event};
+use crate::sweep::Approach;
+use crate::worker::{Job, Worker};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use sized_readback::kernels::Kernel;
+use sized_readback::pinned::{DeviceBuffer, PinnedBuffer};
+use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Elements each kernel produces (the seed's kernels produce 3 to 5; small, so the host's
+/// check is part of its CPU work without dominating it).
+const N: usize = 1000;
+
+/// The approaches the loop compares.
+pub const APPROACHES: [Approach; 5] = [
+    Approach::Sync,
+    Approach::CallbackWorker,
+    Approach::MappedTrailer,
+    Approach::MappedEvent,
+    Approach::Staged,
+];
+
+/// One measurement of the loop.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopResult {
+    /// Approach name.
+    pub approach: &'static str,
+    /// Kernel busy time, µs.
+    pub kernel_us: f64,
+    /// Host CPU work per cycle, µs.
+    pub cpu_us: f64,
+    /// Cycles run (readbacks received).
+    pub cycles: usize,
+    /// Wall time, s.
+    pub seconds: f64,
+    /// Cycles per second.
+    pub cycles_per_s: f64,
+    /// Readbacks whose count and data matched.
+    pub correct: usize,
+}
+
+/// Streams, events, buffers and readbacks of the loop.
+pub struct Loop {
+    ctx: Arc<CudaContext>,
+    kernel: Kernel,
+    compute: [Arc<CudaStream>; 2],
+    copy: Arc<CudaStream>,
+    compute_done: [CudaEvent; 2],
+    copy_done: Event,
+    d_data: [DeviceBuffer; 2],
+    d_count: [DeviceBuffer; 2],
+    h_count: PinnedBuffer,
+    h_data: PinnedBuffer,
+    mapped_trailer: Readback<f64>,
+    mapped_event: Readback<f64>,
+    staged: Readback<f64>,
+    cycle: u64,
+}
+
+enum Pending {
+    Ticket(Ticket<f64>),
+    Copy,
+    Worker,
+}
+
+impl Loop {
+    /// Allocates everything for the loop.
+    pub fn new(ctx: &Arc<CudaContext>, kernel: Kernel) -> Result<Loop> {
+        let stream = || ctx.new_stream().context("cuStreamCreate");
+        let event = || ctx.new_event(None).context("cuEventCreate");
+        let rb = |t: Transport, w: WaitMode| {
+            Readback::<f64>::with_config(ctx, ReadbackConfig::new(N).slots(2).transport(t).wait(w))
+        };
+        Ok(Loop {
+            ctx: ctx.clone(),
+            kernel,
+            compute: [stream()?, stream()?],
+            copy: stream()?,
+            compute_done: [event()?, event()?],
+            copy_done: Event::new()?,
+            d_data: [
+                DeviceBuffer::new_zeroed(ctx, N * 8)?,
+                DeviceBuffer::new_zeroed(ctx, N * 8)?,
+            ],
+            d_count: [
+                DeviceBuffer::new_zeroed(ctx, 8)?,
+                DeviceBuffer::new_zeroed(ctx, 8)?,
+            ],
+            h_count: PinnedBuffer::new(ctx, 2 * 64, false)?,
+            h_data: PinnedBuffer::new(ctx, N * 8, false)?,
+            mapped_trailer: rb(Transport::Mapped, WaitMode::Trailer)?,
+            mapped_event: rb(Transport::Mapped, WaitMode::Event)?,
+            staged: rb(Transport::Staged, WaitMode::Event)?,
+            cycle: 0,
+        })
+    }
+
+    fn count_of(k: u64) -> usize {
+        N - (k % 3) as usize
+    }
+
+    fn h_count(&self, b: usize) -> *mut i32 {
+        // SAFETY: h_count holds 64 bytes per buffer.
+        unsafe { self.h_count.host_ptr().add(b * 64).cast() }
+    }
+
+    fn launch(&self, k: u64, ns: u64) -> Result<()> {
+        let b = (k % 2) as usize;
+        cuda::busy_produce(
+            &self.kernel,
+            self.compute[b].cu_stream(),
+            self.d_data[b].ptr(),
+            self.d_count[b].ptr(),
+            Self::count_of(k) as u64,
+            self.cycle + k,
+            ns,
+        )?;
+        self.compute_done[b]
+            .record(&self.compute[b])
+            .context("cuEventRecord")
+    }
+
+    fn communicate(&self, a: Approach, k: u64, worker: &mut Worker) -> Result<Pending> {
+        let b = (k % 2) as usize;
+        let s = self.copy.cu_stream();
+        let (dd, dc) = (self.d_data[b].ptr(), self.d_count[b].ptr());
+        let rb = match a {
+            Approach::MappedTrailer => Some(&self.mapped_trailer),
+            Approach::MappedEvent => Some(&self.mapped_event),
+            Approach::Staged => Some(&self.staged),
+            _ => None,
+        };
+        if let Some(rb) = rb {
+            // SAFETY: buffer b holds N doubles and one i32 of this context; kernel k+2, the
+            // next writer of buffer b, is launched after this ticket has been waited on.
+            let t = unsafe {
+                rb.enqueue_raw::<i32>(&self.copy, Some(&self.compute_done[b]), dd, N, dc)?
+            };
+            return Ok(Pending::Ticket(t));
+        }
+        cuda::stream_wait(s, self.compute_done[b].cu_event())?;
+        let hc = self.h_count(b);
+        // SAFETY: h_count[b] is a pinned i32, h_data N pinned doubles; the host reads them
+        // only after copy_done.
+        unsafe { cuda::dtoh(hc.cast(), dc, 4, s)? };
+        match a {
+            Approach::Sync => {
+                cuda::stream_sync(s)?;
+                // SAFETY: the count copy has completed.
+                let n = unsafe { std::ptr::read_volatile(hc) }.clamp(0, N as i32) as usize;
+                // SAFETY: as above.
+                unsafe { cuda::dtoh(self.h_data.host_ptr(), dd, n * 8, s)? };
+                cuda::record(self.copy_done.0, s)?;
+                Ok(Pending::Copy)
+            }
+            Approach::CallbackWorker => {
+                let job = Job {
+                    h_count: hc,
+                    d_data: dd,
+                    h_data: self.h_data.host_ptr().cast(),
+                    cap: N,
+                    stream: s,
+                    done: self.copy_done.0,
+                };
+                worker.submit(s, job)?;
+                Ok(Pending::Worker)
+            }
+            other => bail!("{} is not part of the loop", other.name()),
+        }
+    }
+
+    /// Waits for readback k and checks it; returns whether it was right.
+    fn receive(&self, p: Pending, k: u64, worker: &Worker) -> Result<bool> {
+        let b = (k % 2) as usize;
+        let want = Self::count_of(k);
+        let cycle = self.cycle + k;
+        match p {
+            Pending::Ticket(t) => {
+                let r = t.wait()?;
+                Ok(cuda::is_correct(r.count(), r.as_slice(), want, cycle))
+            }
+            Pending::Copy | Pending::Worker => {
+                if matches!(p, Pending::Worker) {
+                    worker.wait(self.copy_done.0)?;
+                } else {
+                    cuda::event_sync(self.copy_done.0)?;
+                }
+                // SAFETY: the copies have completed.
+                let n = unsafe { std::ptr::read_volatile(self.h_count(b)) }.max(0) as usize;
+                // SAFETY: h_data holds N doubles.
+                let data = unsafe {
+                    std::slice::from_raw_parts(self.h_data.host_ptr().cast::<f64>(), n.min(N))
+                };
+                Ok(cuda::is_correct(n, data, want, cycle))
+            }
+        }
+    }
+
+    /// Runs `cycles` cycles of approach `a`: kernels busy for `kernel_us`, host work `cpu_us`.
+    pub fn run(
+        &mut self,
+        a: Approach,
+        kernel_us: f64,
+        cpu_us: f64,
+        cycles: u64,
+        worker: &mut Worker,
+    ) -> Result<LoopResult> {
+        self.ctx.synchronize().context("cuCtxSynchronize")?;
+        let ns = (kernel_us * 1e3) as u64;
+        let cpu = Duration::from_secs_f64(cpu_us * 1e-6);
+        let mut correct = 0;
+        let t0 = Instant::now();
+        self.launch(0, ns)?;
+        for k in 1..=cycles {
+            let p = self.communicate(a, k - 1, worker)?;
+            // The next kernel goes in as early as the approach allows.
+            if k < cycles {
+                self.launch(k, ns)?;
+            }
+            // The host's work on cycle k-1's results: check them, then busy until cpu_us.
+            let ok = self.receive(p, k - 1, worker)?;
+            let w1 = Instant::now();
+            correct += usize::from(ok);
+            while w1.elapsed() < cpu {
+                std::hint::spin_loop();
+            }
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        self.cycle += cycles + 1;
+        Ok(LoopResult {
+            approach: a.name(),
+            kernel_us,
+            cpu_us,
+            cycles: cycles as usize,
+            seconds,
+            cycles_per_s: cycles as f64 / seconds,
+            correct,
+        })
+    }
+}

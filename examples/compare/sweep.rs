@@ -1,0 +1,439 @@
+//! The latency sweep: one producer kernel, the same data, every approach, interleaved cycle
+//! by cycle. A cycle is: launch the producer, enqueue the approach's readback, wait until the
+//! host holds count and data, then check both against the host reference (untimed).
+use crate::cuda::{self, Event};
+use crate::worker::{Job, Worker};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sized_readback::cudarc::driver::sys::{CUdeviceptr, CUstream};
+use sized_readback::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use sized_readback::kernels::Kernel;
+use sized_readback::pinned::PinnedBuffer;
+use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Every approach of the latency sweep, in table order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Approach {
+    /// The producer kernel and an event: the floor of any readback (not a readback).
+    ProducerOnly,
+    /// Two back-to-back async copies; the second sized by the stale host count (the seed's bug).
+    Naive,
+    /// Copy the count, cuStreamSynchronize, copy n (the seed's "Solution 1").
+    Sync,
+    /// A host function wakes a worker thread that issues the sized copy and records an event.
+    CallbackWorker,
+    /// Always copy the whole capacity.
+    OverCopy,
+    /// The host already knows n: one copy (the floor, not a real option).
+    Oracle,
+    /// This crate: mapped slot, cuEventSynchronize.
+    MappedEvent,
+    /// This crate: mapped slot, spin on the trailer's sequence number (the default).
+    MappedTrailer,
+    /// This crate: device slot + one fixed-size copy, event.
+    Staged,
+    /// This crate, mapped + trailer, but the producer does not signal programmatic launch
+    /// completion early (griddepcontrol.launch_dependents): what PDL gives without help.
+    MappedTrailerPlain,
+}
+
+impl Approach {
+    /// All of them.
+    pub const ALL: [Approach; 10] = [
+        Approach::ProducerOnly,
+        Approach::Naive,
+        Approach::Sync,
+        Approach::CallbackWorker,
+        Approach::OverCopy,
+        Approach::Oracle,
+        Approach::MappedEvent,
+        Approach::MappedTrailer,
+        Approach::Staged,
+        Approach::MappedTrailerPlain,
+    ];
+    /// Short name (JSON key, table column).
+    pub fn name(self) -> &'static str {
+        match self {
+            Approach::ProducerOnly => "producer_only",
+            Approach::Naive => "naive",
+            Approach::Sync => "sync",
+            Approach::CallbackWorker => "callback_worker",
+            Approach::OverCopy => "over_copy",
+            Approach::Oracle => "oracle",
+            Approach::MappedEvent => "crate_mapped_event",
+            Approach::MappedTrailer => "crate_mapped_trailer",
+            Approach::Staged => "crate_staged",
+            Approach::MappedTrailerPlain => "crate_trailer_no_trigger",
+        }
+    }
+    /// Whether it reads anything back (the producer-only floor does not).
+    pub fn reads_back(self) -> bool {
+        self != Approach::ProducerOnly
+    }
+}
+
+/// The count of cycle `k` at sweep point `n`: n, alternating with n - 1 (n >= 2), so a size
+/// taken from the previous cycle is stale half the time, as in the seed.
+pub fn count_of(n: usize, k: u64) -> usize {
+    if n >= 2 && k % 2 == 1 {
+        n - 1
+    } else {
+        n
+    }
+}
+
+/// Raw timings and correctness of one approach at one sweep point.
+#[derive(Debug, Default, Clone)]
+pub struct Samples {
+    /// Producer launch to host holding count and data, µs.
+    pub latency: Vec<f64>,
+    /// Time the readback's enqueue calls kept the host thread (µs): before it returns, the
+    /// host can launch nothing else.
+    pub enqueue: Vec<f64>,
+    /// Time spent waiting for the result after the enqueue returned, µs.
+    pub wait: Vec<f64>,
+    /// Cycles whose count and data matched the host reference.
+    pub correct: usize,
+    /// Cycles checked.
+    pub checked: usize,
+    /// First error, if a cycle failed with one.
+    pub error: Option<String>,
+}
+
+/// The crate's three readbacks at one capacity.
+struct CrateReadbacks {
+    mapped_event: Readback<f64>,
+    mapped_trailer: Readback<f64>,
+    staged: Readback<f64>,
+    plain: Readback<f64>,
+}
+
+/// Buffers, kernels and readbacks shared by every approach.
+pub struct Rig {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    produce: Kernel,
+    sms: u32,
+    max_n: usize,
+    /// Allocated after cudarc's event tracking was turned off: the harness orders all work on
+    /// one stream itself, so the crate's safe `enqueue` adds no cudarc events.
+    d_data: CudaSlice<f64>,
+    d_count: CudaSlice<i32>,
+    d_data_ptr: CUdeviceptr,
+    d_count_ptr: CUdeviceptr,
+    /// Pinned destination of the copy-based approaches (max_n doubles).
+    h_data: PinnedBuffer,
+    /// One pinned count per approach, so each one's stale value is its own.
+    h_counts: PinnedBuffer,
+    done: Event,
+    worker: Worker,
+    worker_done: Event,
+    crate_rbs: Vec<(usize, CrateReadbacks)>,
+    cycle: u64,
+}
+
+impl Rig {
+    /// Allocates for counts up to `max_n` and a readback of each kind per capacity.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        produce: Kernel,
+        sms: u32,
+        max_n: usize,
+        caps: &[usize],
+    ) -> Result<Rig> {
+        let stream = ctx.new_stream().context("cuStreamCreate")?;
+        let mut crate_rbs = Vec::new();
+        for &cap in caps {
+            let mk = |t: Transport, w: WaitMode| {
+                Readback::<f64>::with_config(
+                    ctx,
+                    ReadbackConfig::new(cap).slots(2).transport(t).wait(w),
+                )
+            };
+            crate_rbs.push((
+                cap,
+                CrateReadbacks {
+                    mapped_event: mk(Transport::Mapped, WaitMode::Event)?,
+                    mapped_trailer: mk(Transport::Mapped, WaitMode::Trailer)?,
+                    staged: mk(Transport::Staged, WaitMode::Event)?,
+                    plain: mk(Transport::Mapped, WaitMode::Trailer)?,
+                },
+            ));
+        }
+        let d_data = stream.alloc_zeros::<f64>(max_n).context("cuMemAlloc")?;
+        let d_count = stream.alloc_zeros::<i32>(1).context("cuMemAlloc")?;
+        // No events are attached (tracking is off), so the guards are no-ops.
+        let d_data_ptr = d_data.device_ptr(&stream).0;
+        let d_count_ptr = d_count.device_ptr(&stream).0;
+        stream.synchronize().context("cuStreamSynchronize")?;
+        Ok(Rig {
+            ctx: ctx.clone(),
+            produce,
+            sms,
+            max_n,
+            d_data,
+            d_count,
+            d_data_ptr,
+            d_count_ptr,
+            h_data: PinnedBuffer::new(ctx, max_n * 8, false)?,
+            h_counts: PinnedBuffer::new(ctx, Approach::ALL.len() * 64, false)?,
+            done: Event::new()?,
+            worker: Worker::start(ctx.clone()),
+            worker_done: Event::new()?,
+            crate_rbs,
+            stream,
+            cycle: 0,
+        })
+    }
+
+    /// The stream every cycle runs on.
+    pub fn stream(&self) -> CUstream {
+        self.stream.cu_stream()
+    }
+    /// Device address of the data.
+    pub fn d_data(&self) -> CUdeviceptr {
+        self.d_data_ptr
+    }
+    /// Device address of the count.
+    pub fn d_count(&self) -> CUdeviceptr {
+        self.d_count_ptr
+    }
+    /// The pinned destination of copy-based approaches.
+    pub fn h_data(&self) -> *mut f64 {
+        self.h_data.host_ptr().cast()
+    }
+    /// The context.
+    pub fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    fn h_count(&self, a: Approach) -> *mut i32 {
+        let i = Approach::ALL.iter().position(|&x| x == a).unwrap_or(0);
+        // SAFETY: h_counts holds 64 bytes per approach.
+        unsafe { self.h_counts.host_ptr().add(i * 64).cast() }
+    }
+
+    fn rbs(&self, cap: usize) -> Result<&CrateReadbacks> {
+        self.crate_rbs
+            .iter()
+            .find(|(c, _)| *c == cap)
+            .map(|(_, r)| r)
+            .with_context(|| format!("no readback of capacity {cap}"))
+    }
+
+    /// Launches the producer for the next cycle with count `n`; returns the cycle id.
+    pub fn produce(&mut self, n: usize) -> Result<u64> {
+        self.produce_with(n, true)
+    }
+
+    /// As [`Rig::produce`], choosing whether the producer triggers dependents early.
+    pub fn produce_with(&mut self, n: usize, trigger: bool) -> Result<u64> {
+        self.cycle += 1;
+        cuda::produce(
+            &self.produce,
+            self.stream(),
+            self.sms,
+            self.d_data(),
+            self.d_count(),
+            n as u64,
+            self.cycle,
+            trigger,
+        )?;
+        Ok(self.cycle)
+    }
+
+    /// The crate's mapped + trailer readback of capacity `cap`.
+    pub fn mapped_trailer(&self, cap: usize) -> Result<&Readback<f64>> {
+        Ok(&self.rbs(cap)?.mapped_trailer)
+    }
+
+    /// Enqueues a readback of the rig's data through the crate's safe API.
+    pub fn enqueue(&self, rb: &Readback<f64>) -> Result<Ticket<f64>> {
+        Ok(rb.enqueue(&self.stream, &self.d_data, &self.d_count)?)
+    }
+
+    /// Enqueues a readback of the rig's data through `enqueue_raw` (checked raw pointers).
+    pub fn enqueue_raw(&self, rb: &Readback<f64>) -> Result<Ticket<f64>> {
+        // SAFETY: d_data holds max_n doubles and d_count one i32 of this context; both are
+        // rewritten only by the next cycle's producer, on the same stream.
+        Ok(unsafe {
+            rb.enqueue_raw::<i32>(
+                &self.stream,
+                None,
+                self.d_data(),
+                self.max_n,
+                self.d_count(),
+            )?
+        })
+    }
+
+    /// One timed cycle of approach `a`: count `n`, capacity `cap`. Adds to `out`.
+    pub fn cycle(&mut self, a: Approach, n: usize, cap: usize, out: &mut Samples) -> Result<()> {
+        let s = self.stream();
+        let h = self.h_data();
+        let hc = self.h_count(a);
+        let (dd, dc) = (self.d_data(), self.d_count());
+        let t0 = Instant::now();
+        let cycle = self.produce_with(n, a != Approach::MappedTrailerPlain)?;
+        let t1 = Instant::now();
+        let verdict = |count: usize, data: &[f64]| cuda::is_correct(count, data, n, cycle);
+        let (t2, t3, ok);
+        // SAFETY (every unsafe block below): the device buffers hold max_n >= cap >= n
+        // doubles and one count; the pinned destinations hold max_n doubles and one i32 per
+        // approach; every copy has completed (event or trailer) before the host reads.
+        match a {
+            Approach::ProducerOnly => {
+                cuda::record(self.done.0, s)?;
+                t2 = Instant::now();
+                cuda::event_sync(self.done.0)?;
+                t3 = Instant::now();
+                ok = true;
+            }
+            Approach::Naive | Approach::Sync | Approach::OverCopy | Approach::Oracle => {
+                unsafe {
+                    if a != Approach::Oracle {
+                        cuda::dtoh(hc.cast(), dc, 4, s)?;
+                    }
+                    let m = match a {
+                        Approach::Sync => {
+                            cuda::stream_sync(s)?;
+                            std::ptr::read_volatile(hc).clamp(0, cap as i32) as usize
+                        }
+                        // The seed's bug: the host value now is the previous cycle's.
+                        Approach::Naive => {
+                            std::ptr::read_volatile(hc).clamp(0, cap as i32) as usize
+                        }
+                        Approach::OverCopy => cap,
+                        _ => n,
+                    };
+                    cuda::dtoh(h.cast(), dd, m * 8, s)?;
+                }
+                cuda::record(self.done.0, s)?;
+                t2 = Instant::now();
+                cuda::event_sync(self.done.0)?;
+                t3 = Instant::now();
+                let count = if a == Approach::Oracle {
+                    n
+                } else {
+                    unsafe { std::ptr::read_volatile(hc) }.max(0) as usize
+                };
+                let data = unsafe { std::slice::from_raw_parts(h, count.min(self.max_n)) };
+                ok = verdict(count, data);
+            }
+            Approach::CallbackWorker => {
+                unsafe { cuda::dtoh(hc.cast(), dc, 4, s)? };
+                let job = Job {
+                    h_count: hc,
+                    d_data: dd,
+                    h_data: h,
+                    cap,
+                    stream: s,
+                    done: self.worker_done.0,
+                };
+                self.worker.submit(s, job)?;
+                t2 = Instant::now();
+                self.worker.wait(self.worker_done.0)?;
+                t3 = Instant::now();
+                let count = unsafe { std::ptr::read_volatile(hc) }.max(0) as usize;
+                let data = unsafe { std::slice::from_raw_parts(h, count.min(self.max_n)) };
+                ok = verdict(count, data);
+            }
+            Approach::MappedEvent
+            | Approach::MappedTrailer
+            | Approach::Staged
+            | Approach::MappedTrailerPlain => {
+                let rbs = self.rbs(cap)?;
+                let rb = match a {
+                    Approach::MappedEvent => &rbs.mapped_event,
+                    Approach::MappedTrailer => &rbs.mapped_trailer,
+                    Approach::Staged => &rbs.staged,
+                    _ => &rbs.plain,
+                };
+                let ticket = self.enqueue(rb)?;
+                t2 = Instant::now();
+                let r = ticket.wait();
+                t3 = Instant::now();
+                ok = match r {
+                    Ok(r) => verdict(r.count(), r.as_slice()),
+                    Err(e) => {
+                        out.error.get_or_insert(format!("{e}"));
+                        false
+                    }
+                };
+            }
+        }
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        out.latency.push(us(t0, t3));
+        out.enqueue.push(us(t1, t2));
+        out.wait.push(us(t2, t3));
+        out.checked += 1;
+        out.correct += usize::from(ok);
+        Ok(())
+    }
+
+    /// Waits for everything on the stream (between sections).
+    pub fn drain(&self) -> Result<()> {
+        cuda::stream_sync(self.stream())
+    }
+}
+
+/// One grid-cap measurement of the mapped pack kernel alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct GridProbe {
+    /// Count copied.
+    pub n: usize,
+    /// `max_blocks` of the readback (the launch's grid, given enough bytes).
+    pub max_blocks: u32,
+    /// Enqueue to trailer seen, producer already finished: p50 µs.
+    pub p50_us: f64,
+    /// n * 8 bytes / p50, GB/s.
+    pub gbps: f64,
+}
+
+/// The mapped pack kernel alone (producer drained first), trailer wait, at count `n` for
+/// each grid cap: evidence for the launch shape. The slot capacity is `n`.
+pub fn grid_probe(
+    ctx: &Arc<CudaContext>,
+    rig: &mut Rig,
+    n: usize,
+    grids: &[u32],
+    reps: usize,
+) -> Result<Vec<GridProbe>> {
+    let mut out = Vec::new();
+    for &g in grids {
+        let rb = Readback::<f64>::with_config(
+            ctx,
+            ReadbackConfig::new(n)
+                .slots(1)
+                .wait(WaitMode::Trailer)
+                .max_blocks(g),
+        )?;
+        let mut lat = Vec::new();
+        for i in 0..reps + 3 {
+            let cycle = rig.produce(n)?;
+            rig.drain()?; // time the pack alone
+            let t0 = Instant::now();
+            let t = rig.enqueue(&rb)?;
+            let r = t.wait()?;
+            let dt = t0.elapsed().as_secs_f64();
+            anyhow::ensure!(
+                cuda::is_correct(r.count(), r.as_slice(), n, cycle),
+                "grid probe: wrong readback at n={n}, grid cap {g}"
+            );
+            if i >= 3 {
+                lat.push(dt);
+            }
+        }
+        let p50 = crate::stats::Summary::of(&lat).p50;
+        out.push(GridProbe {
+            n,
+            max_blocks: g,
+            p50_us: p50 * 1e6,
+            gbps: (n * 8) as f64 / p50 / 1e9,
+        });
+    }
+    Ok(out)
+}
