@@ -536,8 +536,11 @@ impl Engine {
         if let Some(e) = after {
             driver::stream_wait_event(stream, e)?;
         }
-        if lease.reused {
-            // The slot's previous pack (and copy) may still run on another stream.
+        // The slot's previous pack (and copy) may still run, possibly on another stream: order
+        // this one after it. When it has already finished (the usual case: its ticket was
+        // waited on) no wait goes into the stream, so nothing separates the producer kernel
+        // from the pack and programmatic dependent launch can overlap them.
+        if lease.reused && !driver::event_query(event)? {
             driver::stream_wait_event(stream, event)?;
         }
         let stride = self.layout.slot_stride();
