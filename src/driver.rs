@@ -65,7 +65,8 @@ pub unsafe fn host_device_pointer(p: *mut u8) -> Result<CUdeviceptr> {
     Ok(d)
 }
 
-/// `cuMemAlloc`, then `cuMemsetD8` to zero (so no byte is ever read uninitialized).
+/// `cuMemAlloc`, then `cuMemsetD8` to zero (so no byte is ever read uninitialized), waited
+/// for before returning.
 ///
 /// # Safety
 /// A context must be current on this thread.
@@ -74,9 +75,22 @@ pub unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
     sys::cuMemAlloc_v2(&mut d, bytes)
         .result()
         .map_err(Error::cuda("cuMemAlloc"))?;
-    if let Err(e) = sys::cuMemsetD8_v2(d, 0, bytes).result() {
+    // cuMemsetD8 on device memory is asynchronous with respect to the host and runs in the
+    // legacy default stream, which does not order work in non-blocking streams (cudarc's
+    // streams are all non-blocking): without the wait, a pack launched at once could run
+    // before the zeroing and have its slot or its block counter overwritten (seen under
+    // compute-sanitizer synccheck as a trailer of zeros). Waiting here costs only creation.
+    let zeroed = sys::cuMemsetD8_v2(d, 0, bytes)
+        .result()
+        .map_err(Error::cuda("cuMemsetD8"))
+        .and_then(|()| {
+            sys::cuStreamSynchronize(std::ptr::null_mut())
+                .result()
+                .map_err(Error::cuda("cuStreamSynchronize"))
+        });
+    if let Err(e) = zeroed {
         let _ = sys::cuMemFree_v2(d);
-        return Err(Error::cuda("cuMemsetD8")(e));
+        return Err(e);
     }
     Ok(d)
 }

@@ -1,0 +1,66 @@
+//! Fuzzes `decode_trailer` with arbitrary trailer bytes and arguments: it must never panic,
+//! and its answer must agree with the trailer (success only for a clean trailer of the
+//! expected readback, within capacity; every status bit an error).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sized_readback::abi;
+use sized_readback::layout::{decode_trailer, Trailer, TRAILER_BYTES};
+use sized_readback::{CountKind, Error};
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
+}
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
+}
+
+fuzz_target!(|data: &[u8]| {
+    // 32 trailer bytes, then: expected seq (8), capacity (8), kind (1), source lengths (8 each).
+    if data.len() < TRAILER_BYTES + 17 {
+        return;
+    }
+    let t = Trailer {
+        count_raw: u64_at(data, 0),
+        count_copied: u64_at(data, 8),
+        status: u32_at(data, 16),
+        magic: u32_at(data, 20),
+        seq: u64_at(data, 24),
+    };
+    let rest = &data[TRAILER_BYTES..];
+    let expected = u64_at(rest, 0);
+    // Mostly small capacities, so valid counts get through too.
+    let capacity = (u64_at(rest, 8) as usize).max(1);
+    let kind = [
+        CountKind::I32,
+        CountKind::U32,
+        CountKind::I64,
+        CountKind::U64,
+    ][rest[16] as usize % 4];
+    let lens: Vec<usize> = rest[17..]
+        .chunks_exact(8)
+        .take(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()) as usize)
+        .collect();
+    let r = decode_trailer(&t, expected, 3, kind, capacity, &lens);
+    let clean = t.seq == expected && t.magic == abi::SRB_TRAILER_MAGIC;
+    match r {
+        Ok(n) => {
+            assert!(clean && t.status == 0);
+            assert_eq!(n as u64, t.count_raw);
+            assert_eq!(t.count_copied, t.count_raw);
+            assert!(n <= capacity);
+        }
+        Err(Error::CorruptTrailer { .. }) => {}
+        Err(Error::NegativeCount { .. })
+        | Err(Error::CountExceedsCapacity { .. })
+        | Err(Error::CountExceedsSource { .. }) => assert!(clean),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+    if !clean {
+        assert!(matches!(r, Err(Error::CorruptTrailer { .. })));
+    }
+    if clean && t.status != 0 {
+        assert!(r.is_err());
+    }
+});

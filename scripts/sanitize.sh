@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# sanitize.sh: runs compute-sanitizer (memcheck with --leak-check full, racecheck, synccheck,
+# initcheck) over the staged GPU test binaries and the seed example, on the GPU host.
+#
+# Usage, from the project root, after `../shared/tools/gpu-stage --only tests --only examples`
+# here and with .gpu/ copied to the GPU host:
+#   OUT=/some/dir bash scripts/sanitize.sh
+# Writes $OUT/sanitize-summary.txt (one line per run: tool, target, exit status, time, the
+# sanitizer's summary line) and $OUT/sanitize-logs.tar.gz (the full logs). Exits non-zero if
+# any run reported an error or failed.
+#
+# Knobs (environment):
+#   SANITIZE_BUDGET_S  stop starting new runs after this many seconds (default 200)
+#   SANITIZE_RUN_S     per-run timeout in seconds (default 90)
+# The four tools run in parallel, each over the three targets in turn.
+#   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
+#   SANITIZE_GPU_FILTER  test-name filter passed to test-gpu (default: all its tests)
+# The device-fault tests of test-reliability are skipped: they plant an illegal address on
+# purpose. One of them runs alone under memcheck first, as a control: the sanitizer must
+# report it. Timing-dependent tests are skipped too (see below).
+set -u
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="$root/.gpu/bin"
+out="${OUT:-/tmp}"
+logs="$(mktemp -d)/sanitize-logs"
+mkdir -p "$logs"
+summary="$out/sanitize-summary.txt"
+budget="${SANITIZE_BUDGET_S:-200}"
+per_run="${SANITIZE_RUN_S:-90}"
+tools="${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}"
+cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+start=$(date +%s)
+fail=0
+{
+  echo "# compute-sanitizer runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# $("$cs" --version 2>&1 | tail -n 1)"
+  echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
+} > "$summary"
+
+# Small settings so the instrumented runs stay short; the same tests run in full unsanitized.
+# The create/drop loop still runs under every tool, but its memory figures are not asserted
+# (other processes share the GPU meanwhile); the plain run of the suite asserts them.
+export SRB_SOAK_READBACKS=2000 SRB_THREADS_READBACKS=800 SRB_LEAK_ITERS=20 SRB_MEM_ASSERT=0 \
+  SRB_OTHER_STREAMS_READBACKS=1000
+
+# run NAME TOOL EXPECT -- COMMAND...   (EXPECT: clean | errors)
+run() {
+  local name=$1 tool=$2 expect=$3; shift 4
+  local now; now=$(date +%s)
+  if [ $((now - start)) -ge "$budget" ]; then
+    echo "$tool $name: NOT RUN (sanitize budget of ${budget}s spent)" | tee -a "$summary"
+    return
+  fi
+  local log="$logs/$tool-$name.log" extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  local t0; t0=$(date +%s%N)
+  timeout "$per_run" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$@" > "$log" 2>&1
+  local rc=$?
+  local dt; dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  local line; line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK|INITCHECK|LEAK) SUMMARY" "$log" | tr '\n' ';' | sed 's/========= //g')
+  local tests; tests=$(grep -E "^test result:" "$log" | tail -n 1)
+  local verdict=ok
+  case "$expect:$rc" in
+    clean:0) verdict=ok ;;
+    errors:99) verdict="ok (planted fault reported)" ;;
+    *:124) verdict="TIMEOUT after ${per_run}s" ;;
+    *) verdict="FAILED (exit $rc)" ;;
+  esac
+  [ "$verdict" = "${verdict#ok}" ] && touch "$logs/FAILED"
+  printf '%s %s: %s, %d ms; %s %s\n' "$tool" "$name" "$verdict" "$dt" "${line:-no summary line}" "$tests" | tee -a "$summary"
+}
+
+# Control first: the planted illegal address (a child scenario of the fault tests) must be
+# reported, or a clean summary below would mean nothing.
+SRB_RELIABILITY_SCENARIO=fault_staged_event run planted_fault memcheck errors -- "$bin/test-reliability"
+
+# Skipped under every tool, because the sanitizer makes each launch return only once the
+# kernel has run, so "still in flight" assertions cannot hold: the fault tests (planted
+# faults), wait_timeout_returns_timeout, and test-gpu's polling_and_timeouts and
+# seed_naive_reproduces_the_bug (which needs the copy to overtake the kernel). The
+# remaining timing checks are switched off by SRB_TIMING_ASSERT=0.
+export SRB_TIMING_ASSERT=0
+rel_skip=(--skip fault --skip wait_timeout)
+gpu_skip=(--skip polling_and_timeouts --skip seed_naive_reproduces_the_bug)
+
+# One sequence of runs per tool; the tools run at the same time (separate processes and
+# contexts; the GPU time-slices them), so the whole takes about as long as the slowest tool.
+# racecheck instruments every shared-memory access and is by far the slowest: it gets the
+# short soak (every element size, both transports, error statuses) and test-gpu's count tests.
+for tool in $tools; do
+  (
+    if [ "$tool" = racecheck ]; then
+      SRB_SOAK_READBACKS=${RACECHECK_SOAK_READBACKS:-400} \
+        run reliability "$tool" clean -- "$bin/test-reliability" soak_short
+      run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
+      run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" ${RACECHECK_GPU_FILTER:-counts}
+    else
+      run reliability "$tool" clean -- "$bin/test-reliability" "${rel_skip[@]}"
+      run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
+      run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" ${SANITIZE_GPU_FILTER:-}
+    fi
+  ) &
+done
+wait
+
+[ -e "$logs/FAILED" ] && fail=1
+tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
+echo "sanitize: $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
+exit $fail
