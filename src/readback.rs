@@ -550,18 +550,25 @@ impl Engine {
         // the slots, sync records and sources are valid per this function's contract; the
         // kernel starts with griddepcontrol.wait.
         self.kernel.launch(stream, self.shape, &mut args)?;
-        if let Some(dev) = &self.staging {
-            let off = lease.slot * stride;
-            // SAFETY: both ranges lie inside their allocations of `total` bytes; the host
-            // range belongs to this lease's slot, which no one reads until the event completes.
-            driver::memcpy_dtoh_async(
-                self.host.host_ptr().add(off),
-                dev.ptr() + off as u64,
-                self.layout.slot_bytes(),
-                stream,
-            )?;
-        }
-        driver::event_record(event, stream)
+        let copied = match &self.staging {
+            Some(dev) => {
+                let off = lease.slot * stride;
+                // SAFETY: both ranges lie inside their allocations of `total` bytes; the host
+                // range belongs to this lease's slot, which no one reads until the event
+                // completes.
+                driver::memcpy_dtoh_async(
+                    self.host.host_ptr().add(off),
+                    dev.ptr() + off as u64,
+                    self.layout.slot_bytes(),
+                    stream,
+                )
+            }
+            None => Ok(()),
+        };
+        // Recorded even if the copy failed: the kernel is in flight, and the slot's next user
+        // (or the engine's drop) must be able to wait for it through this event.
+        let recorded = driver::event_record(event, stream);
+        copied.and(recorded)
     }
 
     fn trailer_ptr(&self, slot: usize) -> *const Trailer {
