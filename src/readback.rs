@@ -128,6 +128,8 @@ pub(crate) struct Engine {
     events: Vec<CUevent>,
     ring: Mutex<Ring>,
     shape: LaunchShape,
+    /// The settings it was made with (for `grow`).
+    config: ReadbackConfig,
     /// Device-sequenced mode (graph replay): the device's sequence counter and the mapped
     /// control words. `None` for host-sequenced readbacks.
     device_seq: Option<DeviceSeq>,
@@ -264,6 +266,7 @@ impl Engine {
             events,
             ring: Mutex::new(Ring::new(cfg.slots)),
             shape,
+            config: cfg.clone(),
             device_seq: None,
         }))
     }
@@ -317,6 +320,9 @@ impl Engine {
     }
     pub(crate) fn launch_shape(&self) -> LaunchShape {
         self.shape
+    }
+    pub(crate) fn config(&self) -> &ReadbackConfig {
+        &self.config
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
@@ -784,11 +790,7 @@ impl<T: Element> Readback<T> {
     pub fn grow(&mut self, capacity: usize) -> Result<()> {
         let config = ReadbackConfig {
             capacity,
-            slots: self.slots(),
-            transport: self.transport(),
-            wait: self.wait_mode(),
-            programmatic_launch: Some(self.launch_shape().programmatic),
-            max_blocks: None,
+            ..self.engine.config().clone()
         };
         *self = Self::with_config(self.context(), config)?;
         Ok(())
