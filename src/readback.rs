@@ -60,7 +60,9 @@ pub struct ReadbackConfig {
     /// See [`WaitMode`].
     pub wait: WaitMode,
     /// Launch the pack kernel with programmatic dependent launch, so it starts while the
-    /// producer kernel before it in the stream drains. `None`: on for compute capability 9.0+.
+    /// producer kernel before it in the stream drains. `None`: on for compute capability 9.0+,
+    /// unless the environment variable `SIZED_READBACK_PDL` is `0` (an escape hatch for tools
+    /// such as compute-sanitizer's racecheck, which lost track of such launches on the H200).
     pub programmatic_launch: Option<bool>,
     /// Most blocks of one pack launch. `None`: 4 per multiprocessor.
     pub max_blocks: Option<u32>,
@@ -224,7 +226,9 @@ impl Engine {
         let shape = LaunchShape {
             grid: want.clamp(1, max_blocks as usize) as u32,
             block: abi::SRB_PACK_THREADS,
-            programmatic: cfg.programmatic_launch.unwrap_or(major >= 9),
+            programmatic: cfg.programmatic_launch.unwrap_or_else(|| {
+                major >= 9 && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+            }),
         };
         let mapped = cfg.transport == Transport::Mapped;
         let host = PinnedBuffer::new(ctx, total, mapped)?;

@@ -522,8 +522,12 @@ fn create_enqueue_drop_loop_leaks_nothing() -> Result<()> {
         mib(total as i64),
         mib(rss_gain)
     );
+    // Device free memory is device-wide: other processes on the GPU (e.g. the sanitizer runs
+    // of scripts/sanitize.sh, which run side by side) move it too. SRB_MEM_ASSERT=0 reports
+    // it without asserting; the plain run of the suite asserts it.
+    let assert_device = !matches!(std::env::var("SRB_MEM_ASSERT").as_deref(), Ok("0"));
     ensure!(
-        dev_lost < 64 << 20,
+        !assert_device || dev_lost < 64 << 20,
         "device memory leaked: {:.1} MiB",
         mib(dev_lost)
     );

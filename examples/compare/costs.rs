@@ -55,6 +55,11 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
         cuda::stream_wait(s, ev.0)?;
         time("cuStreamWaitEvent", t0);
         rig.drain()?;
+        let t0 = Instant::now();
+        // SAFETY: a live event of the current context.
+        let done = unsafe { sized_readback::driver::event_query(ev.0)? };
+        time("cuEventQuery (completed event)", t0);
+        anyhow::ensure!(done, "the drained event is not complete");
 
         let t0 = Instant::now();
         // SAFETY: the data is device memory of the current context.

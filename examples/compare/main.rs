@@ -484,6 +484,7 @@ fn main() -> Result<()> {
             Approach::MappedEvent,
             Approach::Staged,
             Approach::MappedTrailerPlain,
+            Approach::MappedTrailerNoPdl,
         ] {
             let (m, d) = ratio_small(v, b);
             variants.push(Target::at_most(

@@ -38,11 +38,14 @@ pub enum Approach {
     /// This crate, mapped + trailer, but the producer does not signal programmatic launch
     /// completion early (griddepcontrol.launch_dependents): what PDL gives without help.
     MappedTrailerPlain,
+    /// This crate, mapped + trailer, launched without programmatic dependent launch: what
+    /// PDL gives (A/B in the same run).
+    MappedTrailerNoPdl,
 }
 
 impl Approach {
     /// All of them.
-    pub const ALL: [Approach; 10] = [
+    pub const ALL: [Approach; 11] = [
         Approach::ProducerOnly,
         Approach::Naive,
         Approach::Sync,
@@ -53,6 +56,7 @@ impl Approach {
         Approach::MappedTrailer,
         Approach::Staged,
         Approach::MappedTrailerPlain,
+        Approach::MappedTrailerNoPdl,
     ];
     /// Short name (JSON key, table column).
     pub fn name(self) -> &'static str {
@@ -67,6 +71,7 @@ impl Approach {
             Approach::MappedTrailer => "crate_mapped_trailer",
             Approach::Staged => "crate_staged",
             Approach::MappedTrailerPlain => "crate_trailer_no_trigger",
+            Approach::MappedTrailerNoPdl => "crate_trailer_no_pdl",
         }
     }
     /// Whether it reads anything back (the producer-only floor does not).
@@ -109,6 +114,7 @@ struct CrateReadbacks {
     mapped_trailer: Readback<f64>,
     staged: Readback<f64>,
     plain: Readback<f64>,
+    no_pdl: Readback<f64>,
 }
 
 /// Buffers, kernels and readbacks shared by every approach.
@@ -160,6 +166,14 @@ impl Rig {
                     mapped_trailer: mk(Transport::Mapped, WaitMode::Trailer)?,
                     staged: mk(Transport::Staged, WaitMode::Event)?,
                     plain: mk(Transport::Mapped, WaitMode::Trailer)?,
+                    no_pdl: Readback::<f64>::with_config(
+                        ctx,
+                        ReadbackConfig::new(cap)
+                            .slots(2)
+                            .transport(Transport::Mapped)
+                            .wait(WaitMode::Trailer)
+                            .programmatic_launch(false),
+                    )?,
                 },
             ));
         }
@@ -344,12 +358,14 @@ impl Rig {
             Approach::MappedEvent
             | Approach::MappedTrailer
             | Approach::Staged
-            | Approach::MappedTrailerPlain => {
+            | Approach::MappedTrailerPlain
+            | Approach::MappedTrailerNoPdl => {
                 let rbs = self.rbs(cap)?;
                 let rb = match a {
                     Approach::MappedEvent => &rbs.mapped_event,
                     Approach::MappedTrailer => &rbs.mapped_trailer,
                     Approach::Staged => &rbs.staged,
+                    Approach::MappedTrailerNoPdl => &rbs.no_pdl,
                     _ => &rbs.plain,
                 };
                 let ticket = self.enqueue(rb)?;
