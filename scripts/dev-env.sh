@@ -25,16 +25,17 @@ find_nvcc() {
     [ -n "$c" ] && [ -x "$c" ] && "$c" --version >/dev/null 2>&1 && { echo "$c"; return; }
   done
 }
-nvcc_path="$(find_nvcc)"
+nvcc_path="$(find_nvcc || true)"
 if [ -z "$nvcc_path" ]; then
-  echo "dev-env: installing nvcc 13.0 from PyPI into $root/.venv-nvcc" >&2
+  echo "dev-env: no nvcc found; installing nvcc 13.0 from PyPI into $root/.venv-nvcc (about 100 MB, once)" >&2
   py="$(command -v python3 || true)"
   [ -n "$py" ] || { echo "dev-env: python3 is needed to install nvcc" >&2; return 1 2>/dev/null || exit 1; }
   "$py" -m venv "$root/.venv-nvcc" \
     && "$root/.venv-nvcc/bin/pip" install -q --disable-pip-version-check \
          nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 \
     || { echo "dev-env: pip install of nvcc failed" >&2; return 1 2>/dev/null || exit 1; }
-  nvcc_path="$(find_nvcc)"
+  nvcc_path="$(find_nvcc || true)"
+  [ -n "$nvcc_path" ] || { echo "dev-env: nvcc still not found after the install" >&2; return 1 2>/dev/null || exit 1; }
 fi
 export NVCC="$nvcc_path"
 echo "dev-env: NVCC=$NVCC" >&2
