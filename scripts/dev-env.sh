@@ -27,7 +27,7 @@ find_nvcc() {
 }
 nvcc_path="$(find_nvcc || true)"
 if [ -z "$nvcc_path" ]; then
-  echo "dev-env: no nvcc found; installing nvcc 13.0 from PyPI into $root/.venv-nvcc (about 100 MB, once)" >&2
+  echo "dev-env: no nvcc found; installing nvcc 13.0 from PyPI into $root/.venv-nvcc (about 280 MB on disk, once)" >&2
   py="$(command -v python3 || true)"
   [ -n "$py" ] || { echo "dev-env: python3 is needed to install nvcc" >&2; return 1 2>/dev/null || exit 1; }
   "$py" -m venv "$root/.venv-nvcc" \

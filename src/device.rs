@@ -9,6 +9,7 @@ use std::sync::Arc;
 /// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
 /// [`Error::DriverNotFound`]; with no such device, [`Error::NoDevice`].
 pub fn open(ordinal: usize) -> Result<Arc<CudaContext>> {
+    // A driver without a GPU (cuInit: CUDA_ERROR_NO_DEVICE) counts as 0 devices.
     let available = driver::device_count()?;
     if ordinal >= available {
         return Err(Error::NoDevice { ordinal, available });

@@ -15,14 +15,25 @@ pub fn ensure_driver() -> Result<()> {
         return Err(Error::DriverNotFound);
     }
     // SAFETY: cuInit has no preconditions and is idempotent.
-    unsafe { sys::cuInit(0) }
-        .result()
-        .map_err(Error::cuda("cuInit"))
+    match unsafe { sys::cuInit(0) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        // A driver without a GPU.
+        sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(Error::NoDevice {
+            ordinal: 0,
+            available: 0,
+        }),
+        // The toolkit's stub libcuda: no real driver is installed.
+        sys::CUresult::CUDA_ERROR_STUB_LIBRARY => Err(Error::DriverNotFound),
+        other => Err(Error::cuda("cuInit")(other.result().unwrap_err())),
+    }
 }
 
 /// Number of CUDA devices, or an error if the driver is missing.
 pub fn device_count() -> Result<usize> {
-    ensure_driver()?;
+    match ensure_driver() {
+        Err(Error::NoDevice { .. }) => return Ok(0),
+        other => other?,
+    }
     let mut n = 0;
     // SAFETY: n is a valid out-pointer.
     unsafe { sys::cuDeviceGetCount(&mut n) }

@@ -112,6 +112,23 @@ impl Kernel {
         &self.module
     }
 
+    /// The PTX virtual architecture the loaded code was compiled from, times ten (e.g. 90 for
+    /// compute_90), from `CU_FUNC_ATTRIBUTE_PTX_VERSION`.
+    pub fn ptx_version(&self) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: a live function handle (its module is kept alive by self) and an out-pointer.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut v,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PTX_VERSION,
+                self.func,
+            )
+        }
+        .result()
+        .map_err(Error::cuda("cuFuncGetAttribute"))?;
+        Ok(v)
+    }
+
     /// Launches the kernel on `stream` with `cuLaunchKernelEx`.
     ///
     /// # Safety

@@ -36,8 +36,8 @@ fn round_up(x: usize, to: usize) -> Option<usize> {
 impl SlotLayout {
     /// Lays out `capacity` elements of each column (given by element size in bytes).
     ///
-    /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], a zero element size, or a
-    /// slot whose byte size overflows `usize`.
+    /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
+    /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
     pub fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::config("capacity must be at least 1 element"));
@@ -60,6 +60,13 @@ impl SlotLayout {
                 return Err(Error::config(
                     "element size 0 (zero-sized types cannot be read back)",
                 ));
+            }
+            if size > u32::MAX as usize {
+                // srb_column.elem_size, the kernel's field, is 32 bits.
+                return Err(Error::config(format!(
+                    "element size {size} exceeds the kernel's limit of {} bytes",
+                    u32::MAX
+                )));
             }
             offsets.push(at);
             let bytes = capacity.checked_mul(size).ok_or_else(overflow)?;
@@ -236,6 +243,10 @@ mod tests {
         ));
         assert!(matches!(
             SlotLayout::new(4, &[1; 9]),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            SlotLayout::new(1, &[1 << 32]),
             Err(Error::InvalidConfig { .. })
         ));
         assert!(matches!(

@@ -1,8 +1,9 @@
 //! The readback: a ring of slots, the pack kernel that fills them, and the tickets the host
 //! waits on.
 //!
-//! [`Engine`] is column-agnostic and works on raw addresses; [`Readback<T>`] is its typed,
-//! single-column face, and the multi-column API builds on the same engine.
+//! The engine (crate-private) is column-agnostic and works on raw addresses; [`Readback<T>`]
+//! is its typed, single-column face, and the multi-column and graph APIs build on the same
+//! engine.
 use crate::abi;
 use crate::driver;
 use crate::element::{CountKind, CountType, Element};
@@ -226,12 +227,28 @@ impl Engine {
             .row_bytes()
             .saturating_mul(layout.capacity())
             .div_ceil(per_block);
+        // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
+        // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
+        // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200
+        // as compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which.
+        let pack_waits = kernel.ptx_version()? >= 90;
+        let programmatic = match cfg.programmatic_launch {
+            Some(true) if !pack_waits => {
+                return Err(Error::config(
+                    "programmatic launch needs the pack kernel compiled for compute_90 or newer                      (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
+                ))
+            }
+            Some(on) => on,
+            None => {
+                major >= 9
+                    && pack_waits
+                    && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+            }
+        };
         let shape = LaunchShape {
-            grid: want.clamp(1, max_blocks as usize) as u32,
+            grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
             block: abi::SRB_PACK_THREADS,
-            programmatic: cfg.programmatic_launch.unwrap_or_else(|| {
-                major >= 9 && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
-            }),
+            programmatic,
         };
         let mapped = cfg.transport == Transport::Mapped;
         let host = PinnedBuffer::new(ctx, total, mapped)?;
@@ -411,6 +428,14 @@ impl Engine {
         }
         self.check_sources(columns, count_ptr, kind)?;
         bind(&self.ctx)?;
+        // A pack captured into a graph would replay with this lease's frozen slot and sequence
+        // number, long after the ticket is gone: graph capture goes through GraphReadback.
+        if driver::stream_is_capturing(stream)? {
+            return Err(Error::config(
+                "the stream is capturing a CUDA graph: a ticket-based readback cannot be replayed \
+                 (record a GraphReadback instead)",
+            ));
+        }
         let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
             slots: self.slots(),
         })?;
@@ -435,7 +460,7 @@ impl Engine {
                 columns.len()
             )));
         }
-        if count_ptr == 0 || count_ptr % kind.size() as u64 != 0 {
+        if count_ptr == 0 || !count_ptr.is_multiple_of(kind.size() as u64) {
             return Err(Error::BadPointer {
                 what: "the count",
                 addr: count_ptr,
@@ -537,6 +562,10 @@ impl Engine {
         p
     }
 
+    /// Launches the pack (and, staged, the slot copy) for `lease` and records the slot's event.
+    ///
+    /// # Safety
+    /// As [`Engine::enqueue`]; `lease` is held by the caller and came from this engine's ring.
     unsafe fn launch_pack(
         &self,
         stream: CUstream,
@@ -603,17 +632,17 @@ impl Engine {
     }
 
     pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
-        // SAFETY: aligned (16-byte trailer offset in a page-aligned buffer), in bounds; the
-        // device may be writing the slot, hence a volatile read.
-        let found =
-            unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq)) };
-        if found == seq {
-            // Everything the kernel stored before `seq` (after its system fence) is visible.
-            fence(Ordering::Acquire);
-            true
-        } else {
-            false
-        }
+        // SAFETY: the word is 8-byte aligned (16-byte trailer offset in a page-aligned
+        // buffer) and in bounds, and lives as long as self. The device stores it with one
+        // whole-word store; the host only loads it, so an atomic view is the right one.
+        let word = unsafe {
+            std::sync::atomic::AtomicU64::from_ptr(
+                std::ptr::addr_of!((*self.trailer_ptr(slot)).seq).cast_mut(),
+            )
+        };
+        // Acquire: everything the kernel stored before `seq` (after its system fence) is
+        // visible once `seq` is.
+        word.load(Ordering::Acquire) == seq
     }
 
     pub(crate) fn read_trailer(&self, slot: usize) -> Trailer {
@@ -991,7 +1020,7 @@ impl<T: Element> Ticket<T> {
     /// ticket stays valid: wait again later.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Readout<'_, T>> {
         self.engine
-            .wait(&self.lease, Some(Instant::now() + timeout))?;
+            .wait(&self.lease, Instant::now().checked_add(timeout))?;
         self.readout()
     }
 

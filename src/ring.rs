@@ -1,5 +1,5 @@
 //! The slot ring: which slots are free, which are held by a ticket, and the sequence numbers.
-//! Pure host logic, no GPU needed (property-tested in `tests/ring_props.rs`).
+//! Pure host logic, no GPU needed (property-tested in `tests/props.rs`).
 
 /// A slot handed out for one readback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

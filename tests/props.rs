@@ -362,7 +362,8 @@ proptest! {
     ) {
         let sizes128: Vec<u128> = sizes.iter().map(|&s| s as u128).collect();
         let (offsets, trailer, stride) = model_layout(capacity as u128, &sizes128);
-        let fits = stride <= usize::MAX as u128;
+        // Element sizes travel to the kernel as 32-bit fields (srb_column.elem_size).
+        let fits = stride <= usize::MAX as u128 && sizes.iter().all(|&s| s <= u32::MAX as usize);
         match SlotLayout::new(capacity, &sizes) {
             Err(Error::InvalidConfig { .. }) => prop_assert!(!fits, "refused a layout that fits"),
             Err(e) => prop_assert!(false, "unexpected error {}", e),

@@ -91,9 +91,9 @@ impl Target {
 
 /// Human size of an element count: 1, 16, 4096, 64K, 1M, 16M.
 pub fn size(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 14 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 14 && n.is_multiple_of(1 << 10) {
         format!("{}K", n >> 10)
     } else {
         n.to_string()
