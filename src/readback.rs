@@ -383,6 +383,21 @@ impl Engine {
         unsafe { driver::event_query(self.events[0]) }.map(|_| ())
     }
 
+    /// Errors if `stream` is capturing a CUDA graph. A ticket's pack captured into a graph
+    /// would replay with its frozen slot and sequence number long after the ticket is gone;
+    /// graph capture goes through `GraphReadback`, whose packs are sequenced on the device.
+    pub(crate) fn check_not_capturing(&self, stream: CUstream) -> Result<()> {
+        bind(&self.ctx)?;
+        // SAFETY: callers pass a live stream of this context.
+        if unsafe { driver::stream_is_capturing(stream)? } {
+            return Err(Error::config(
+                "the stream is capturing a CUDA graph: a ticket-based readback cannot be replayed \
+                 (record a GraphReadback instead)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Errors unless the raw device address `ptr` is memory of this readback's context.
     pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
         bind(&self.ctx)?;
@@ -428,14 +443,7 @@ impl Engine {
         }
         self.check_sources(columns, count_ptr, kind)?;
         bind(&self.ctx)?;
-        // A pack captured into a graph would replay with this lease's frozen slot and sequence
-        // number, long after the ticket is gone: graph capture goes through GraphReadback.
-        if driver::stream_is_capturing(stream)? {
-            return Err(Error::config(
-                "the stream is capturing a CUDA graph: a ticket-based readback cannot be replayed \
-                 (record a GraphReadback instead)",
-            ));
-        }
+        self.check_not_capturing(stream)?;
         let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
             slots: self.slots(),
         })?;
@@ -895,6 +903,8 @@ impl<T: Element> Readback<T> {
         K: CountType,
     {
         self.engine.check_stream(stream)?;
+        // Before cudarc's event tracking puts its waits into a capture.
+        self.engine.check_not_capturing(stream.cu_stream())?;
         let ctx = self.engine.context().cu_ctx();
         if data.stream().context().cu_ctx() != ctx {
             return Err(Error::ForeignContext { what: "the data" });

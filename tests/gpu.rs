@@ -665,6 +665,38 @@ fn seed_naive_reproduces_the_bug() -> Result<()> {
     Ok(())
 }
 
+/// A ticket-based readback enqueued into a stream under graph capture is refused (its frozen
+/// slot and sequence number would be replayed after the ticket is gone), the capture stays
+/// usable, and a wait with `Duration::MAX` means "no deadline", not an overflow.
+fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let ctx = ctx();
+    let stream = ctx.new_stream()?;
+    let data = stream.clone_htod(&[2.5f64; 8])?;
+    let cnt = count_buf(&stream, 8i32)?;
+    stream.synchronize()?;
+    let (d, _g) = data.device_ptr(&stream);
+    let (c, _g2) = cnt.device_ptr(&stream);
+    let rb = Readback::<f64>::new(&ctx, 8)?;
+    let capture = ctx.new_stream()?;
+    capture.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    // SAFETY: must be refused before any device work is enqueued.
+    let raw = unsafe { rb.enqueue_raw::<i32>(&capture, None, d, 8, c) };
+    let safe = rb.enqueue(&capture, &data, &cnt);
+    let graph = capture.end_capture(CUgraphInstantiate_flags(0))?;
+    ensure!(graph.is_none(), "nothing should have been captured");
+    expect_err(raw, "raw enqueue under capture", |e| {
+        matches!(e, Error::InvalidConfig { .. })
+    })?;
+    expect_err(safe, "enqueue under capture", |e| {
+        matches!(e, Error::InvalidConfig { .. })
+    })?;
+    ensure!(rb.slots_in_use() == 0, "a refused enqueue kept a slot");
+    let t = rb.enqueue(&stream, &data, &cnt)?;
+    ensure!(t.wait_timeout(Duration::MAX)?.as_slice() == [2.5; 8]);
+    Ok(())
+}
+
 type TestFn = fn() -> Result<()>;
 
 /// Tests that assert something about timing (a readback still in flight, a stale host size)
@@ -700,6 +732,10 @@ fn main() {
         (
             "programmatic_launch_on_and_off",
             programmatic_launch_on_and_off,
+        ),
+        (
+            "capture_is_refused_and_long_timeouts_work",
+            capture_is_refused_and_long_timeouts_work,
         ),
     ];
     let trials = tests
