@@ -19,7 +19,8 @@
 // Success.
 #define SRB_OK 0
 
-// The readback is still in flight (`srb_poll`, `srb_count`, `srb_data`).
+// The readback is still in flight (`srb_poll`, `srb_count`, `srb_data`), or `srb_next`
+// found another thread taking a replay (nothing consumed; call it again).
 #define SRB_NOT_READY 1
 
 // A wait ran out of time; the readback stays valid (wait again).
@@ -39,7 +40,11 @@
 // faulted kernel.
 #define SRB_ERR_CUDA -4
 
-// Unusable settings: zero capacity or slots, 0 or more than 8 columns, sizes that overflow.
+// Unusable settings: zero capacity or slots, an element size of 0 or above `UINT32_MAX`,
+// sizes that overflow, `SRB_FLAG_GRAPH` with `SRB_FLAG_STAGED` (`srb_create` checks these
+// before it opens the device, so they are reported the same with or without a GPU); a
+// graph recording whose count kind or lengths differ from the readback's first; a graph
+// readback taken (`srb_next`) before anything was recorded.
 #define SRB_ERR_INVALID_CONFIG -5
 
 // The device-resident count exceeded the capacity; nothing was copied. `srb_wait` and
@@ -105,6 +110,8 @@ extern "C" {
 // `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 // `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering). `flags`:
 // 0, `SRB_FLAG_STAGED`, or `SRB_FLAG_GRAPH`. On success stores the handle in `*out`.
+// The arguments are checked before the device is opened: a bad one gives
+// `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG` with or without a GPU.
 //
 // # Safety
 // `elem_sizes` points to `num_columns` values; `out` is writable.
@@ -146,7 +153,10 @@ int32_t srb_enqueue(const struct srb_readback *rb,
 // Graph mode: records one pack into `stream` (normally a stream under capture), with the
 // same arguments as `srb_enqueue`. Every replay of the graph produces readback number
 // 1, 2, 3, ... in turn; take them with `srb_next`. The sources must be valid and unwritten
-// whenever the pack runs, and the readback must outlive every replay.
+// whenever the pack runs, and the readback must outlive every replay. Every recording of
+// one readback uses the same `count_kind` and `lens` as its first (the host cannot tell
+// which recording produced a replay): a different one is refused with
+// `SRB_ERR_INVALID_CONFIG` and records nothing.
 //
 // # Safety
 // As `srb_enqueue`, for every replay.
@@ -178,12 +188,15 @@ int32_t srb_wait(const struct srb_readback *rb,
                  int64_t timeout_ns,
                  uint64_t *count_out);
 
-// Graph mode: waits, at most `timeout_ns` nanoseconds (< 0: no limit; 0: just look), for
-// the next replay's readback, then stores its sequence number in `*seq_out` and its count
-// in `*count_out` (either may be null) and holds its slot until `srb_release`. Returns
-// `SRB_OK`, `SRB_TIMEOUT` (nothing consumed), `SRB_ERR_OVERRUN` (that replay was dropped;
-// its number is in `*seq_out`) or a count error for that replay; each error consumes the
-// replay.
+// Graph mode: waits, at most `timeout_ns` nanoseconds (< 0: no limit; 0: just look, never
+// blocking), for the next replay's readback, then stores its sequence number in `*seq_out`
+// and its count in `*count_out` (either may be null) and holds its slot until
+// `srb_release`. Returns `SRB_OK`; `SRB_TIMEOUT` (nothing consumed; `*seq_out` is the
+// number waited for); `SRB_NOT_READY` when another thread was taking a replay for the
+// whole timeout (nothing consumed, `*seq_out` untouched); `SRB_ERR_OVERRUN` (that replay
+// was dropped; its number is in `*seq_out`) or a count error for that replay (its number
+// in `*seq_out`), each of which consumes the replay; `SRB_ERR_INVALID_CONFIG` at once when
+// nothing was recorded. Concurrent callers each get a different replay.
 //
 // # Safety
 // `rb` is a live handle; `seq_out` and `count_out` are null or writable.
@@ -220,8 +233,11 @@ int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
 // `rb` is null or a live handle.
 size_t srb_capacity(const struct srb_readback *rb);
 
-// This thread's message for the last failed call (empty if none). The pointer stays valid
-// until this thread's next failing call.
+// This thread's message for its last failed call (empty if none), NUL-terminated, at most
+// 1023 bytes (longer messages are cut at a UTF-8 character boundary). The text is valid
+// until this thread's next failing `srb_` call, which overwrites it in place (the pointer
+// itself stays dereferenceable for the thread's life, so reading it after another call is
+// no use-after-free); copy it to keep it.
 const char *srb_last_error(void);
 
 #ifdef __cplusplus

@@ -7,7 +7,8 @@
 //! runtime uses.
 //!
 //! Every function returns an `SRB_*` code (0 success, > 0 "not yet", < 0 an error); after an
-//! error, `srb_last_error()` gives this thread's message. No Rust panic crosses the boundary:
+//! error, `srb_last_error()` gives this thread's message (valid until this thread's next
+//! failing `srb_` call). No Rust panic crosses the boundary:
 //! one becomes `SRB_ERR_PANIC`. Every function may be called from any thread.
 //!
 //! A readback made without `SRB_FLAG_GRAPH` is *host-sequenced*: `srb_enqueue` returns the
@@ -19,18 +20,20 @@
 use crate::columns::{ColumnReadback, ColumnSchema, ColumnTicket};
 use crate::element::CountKind;
 use crate::error::Error;
-use crate::graph::GraphReadback;
+use crate::graph::{GraphReadback, Take};
+use crate::layout::SlotLayout;
 use crate::readback::{ColumnSource, ReadbackConfig, Transport};
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
-use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CString};
+use std::cell::Cell;
+use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Success.
 pub const SRB_OK: i32 = 0;
-/// The readback is still in flight (`srb_poll`, `srb_count`, `srb_data`).
+/// The readback is still in flight (`srb_poll`, `srb_count`, `srb_data`), or `srb_next`
+/// found another thread taking a replay (nothing consumed; call it again).
 pub const SRB_NOT_READY: i32 = 1;
 /// A wait ran out of time; the readback stays valid (wait again).
 pub const SRB_TIMEOUT: i32 = 2;
@@ -44,7 +47,11 @@ pub const SRB_ERR_NO_DEVICE: i32 = -3;
 /// A CUDA driver call failed (the message names it), including device errors such as a
 /// faulted kernel.
 pub const SRB_ERR_CUDA: i32 = -4;
-/// Unusable settings: zero capacity or slots, 0 or more than 8 columns, sizes that overflow.
+/// Unusable settings: zero capacity or slots, an element size of 0 or above `UINT32_MAX`,
+/// sizes that overflow, `SRB_FLAG_GRAPH` with `SRB_FLAG_STAGED` (`srb_create` checks these
+/// before it opens the device, so they are reported the same with or without a GPU); a
+/// graph recording whose count kind or lengths differ from the readback's first; a graph
+/// readback taken (`srb_next`) before anything was recorded.
 pub const SRB_ERR_INVALID_CONFIG: i32 = -5;
 /// The device-resident count exceeded the capacity; nothing was copied. `srb_wait` and
 /// `srb_next` store the count in `*count_out`, so the caller can make a larger readback.
@@ -100,8 +107,29 @@ enum Inner {
     Graph(GraphReadback),
 }
 
+/// Bytes of the per-thread error buffer, NUL included: longer messages are truncated.
+const LAST_ERROR_BYTES: usize = 1024;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// This thread's last error message, NUL-terminated. A fixed buffer, so the address
+    /// `srb_last_error` hands out stays valid for the thread's life: a later error rewrites
+    /// the text in place instead of freeing it. `const`-initialized and without a
+    /// destructor, so it is usable even while the thread's other locals are torn down.
+    static LAST_ERROR: Cell<[u8; LAST_ERROR_BYTES]> = const { Cell::new([0; LAST_ERROR_BYTES]) };
+}
+
+/// `msg` as a NUL-terminated C string in a `LAST_ERROR_BYTES` buffer: interior NULs become
+/// spaces, and a message too long is cut at a UTF-8 character boundary.
+fn c_message(msg: &str) -> [u8; LAST_ERROR_BYTES] {
+    let mut end = msg.len().min(LAST_ERROR_BYTES - 1);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut buf = [0u8; LAST_ERROR_BYTES];
+    for (dst, &b) in buf.iter_mut().zip(&msg.as_bytes()[..end]) {
+        *dst = if b == 0 { b' ' } else { b };
+    }
+    buf
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,12 +137,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn set_last_error(msg: String) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+fn set_last_error(msg: &str) {
+    // Fails only if the thread-local is gone (thread teardown): the message is dropped.
+    let _ = LAST_ERROR.try_with(|e| e.set(c_message(msg)));
 }
 
 /// What went wrong in a C call: an `SRB_*` code and its message.
+#[derive(Debug)]
 struct Failure {
     code: i32,
     message: String,
@@ -156,7 +185,7 @@ fn guard(f: impl FnOnce() -> Result<i32, Failure>) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(code)) => code,
         Ok(Err(fail)) => {
-            set_last_error(fail.message);
+            set_last_error(&fail.message);
             fail.code
         }
         Err(panic) => {
@@ -165,7 +194,7 @@ fn guard(f: impl FnOnce() -> Result<i32, Failure>) -> i32 {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            set_last_error(format!("internal error (Rust panic): {what}"));
+            set_last_error(&format!("internal error (Rust panic): {what}"));
             SRB_ERR_PANIC
         }
     }
@@ -188,10 +217,11 @@ unsafe fn handle<'a>(rb: *const srb_readback) -> Result<&'a srb_readback, Failur
         .ok_or_else(|| invalid("the readback handle is null"))
 }
 
+/// `timeout_ns` from now; `None` (no limit) when negative or past what `Instant` can hold.
 fn deadline(timeout_ns: i64) -> Option<Instant> {
     u64::try_from(timeout_ns)
         .ok()
-        .map(|ns| Instant::now() + Duration::from_nanos(ns))
+        .and_then(|ns| Instant::now().checked_add(Duration::from_nanos(ns)))
 }
 
 /// # Safety
@@ -213,10 +243,44 @@ unsafe fn sources(
         .collect())
 }
 
+/// The schema and configuration `srb_create` asks for, checked without the driver: the
+/// flags' combination, the columns, and the slot layout and total size.
+fn create_config(
+    capacity: usize,
+    slots: u32,
+    elem_sizes: &[usize],
+    flags: u32,
+) -> Result<(ColumnSchema, ReadbackConfig), Failure> {
+    if flags & SRB_FLAG_GRAPH != 0 && flags & SRB_FLAG_STAGED != 0 {
+        return Err(Error::config(
+            "SRB_FLAG_GRAPH needs the mapped transport, not SRB_FLAG_STAGED: a graph readback \
+             chooses its slot on the device",
+        )
+        .into());
+    }
+    let mut schema = ColumnSchema::new();
+    for &size in elem_sizes {
+        schema.raw_column(size);
+    }
+    schema.validate()?;
+    SlotLayout::new(capacity, &schema.elem_sizes())?.total_bytes(slots as usize)?;
+    let transport = if flags & SRB_FLAG_STAGED != 0 {
+        Transport::Staged
+    } else {
+        Transport::Mapped
+    };
+    let config = ReadbackConfig::new(capacity)
+        .slots(slots as usize)
+        .transport(transport);
+    Ok((schema, config))
+}
+
 /// Creates a readback in the primary context of device `device` (the CUDA runtime's), for
 /// `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 /// `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering). `flags`:
 /// 0, `SRB_FLAG_STAGED`, or `SRB_FLAG_GRAPH`. On success stores the handle in `*out`.
+/// The arguments are checked before the device is opened: a bad one gives
+/// `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG` with or without a GPU.
 ///
 /// # Safety
 /// `elem_sizes` points to `num_columns` values; `out` is writable.
@@ -248,18 +312,9 @@ pub unsafe extern "C" fn srb_create(
         }
         let ordinal =
             usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
-        let mut schema = ColumnSchema::new();
-        for &size in std::slice::from_raw_parts(elem_sizes, num_columns as usize) {
-            schema.raw_column(size);
-        }
-        let transport = if flags & SRB_FLAG_STAGED != 0 {
-            Transport::Staged
-        } else {
-            Transport::Mapped
-        };
-        let config = ReadbackConfig::new(capacity)
-            .slots(slots as usize)
-            .transport(transport);
+        let sizes = std::slice::from_raw_parts(elem_sizes, num_columns as usize);
+        // Everything that needs no driver first, so these errors do not depend on a GPU.
+        let (schema, config) = create_config(capacity, slots, sizes, flags)?;
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_GRAPH != 0 {
             Inner::Graph(GraphReadback::new(&ctx, &schema, config)?)
@@ -344,7 +399,10 @@ pub unsafe extern "C" fn srb_enqueue(
 /// Graph mode: records one pack into `stream` (normally a stream under capture), with the
 /// same arguments as `srb_enqueue`. Every replay of the graph produces readback number
 /// 1, 2, 3, ... in turn; take them with `srb_next`. The sources must be valid and unwritten
-/// whenever the pack runs, and the readback must outlive every replay.
+/// whenever the pack runs, and the readback must outlive every replay. Every recording of
+/// one readback uses the same `count_kind` and `lens` as its first (the host cannot tell
+/// which recording produced a replay): a different one is refused with
+/// `SRB_ERR_INVALID_CONFIG` and records nothing.
 ///
 /// # Safety
 /// As `srb_enqueue`, for every replay.
@@ -448,12 +506,15 @@ pub unsafe extern "C" fn srb_wait(
     })
 }
 
-/// Graph mode: waits, at most `timeout_ns` nanoseconds (< 0: no limit; 0: just look), for
-/// the next replay's readback, then stores its sequence number in `*seq_out` and its count
-/// in `*count_out` (either may be null) and holds its slot until `srb_release`. Returns
-/// `SRB_OK`, `SRB_TIMEOUT` (nothing consumed), `SRB_ERR_OVERRUN` (that replay was dropped;
-/// its number is in `*seq_out`) or a count error for that replay; each error consumes the
-/// replay.
+/// Graph mode: waits, at most `timeout_ns` nanoseconds (< 0: no limit; 0: just look, never
+/// blocking), for the next replay's readback, then stores its sequence number in `*seq_out`
+/// and its count in `*count_out` (either may be null) and holds its slot until
+/// `srb_release`. Returns `SRB_OK`; `SRB_TIMEOUT` (nothing consumed; `*seq_out` is the
+/// number waited for); `SRB_NOT_READY` when another thread was taking a replay for the
+/// whole timeout (nothing consumed, `*seq_out` untouched); `SRB_ERR_OVERRUN` (that replay
+/// was dropped; its number is in `*seq_out`) or a count error for that replay (its number
+/// in `*seq_out`), each of which consumes the replay; `SRB_ERR_INVALID_CONFIG` at once when
+/// nothing was recorded. Concurrent callers each get a different replay.
 ///
 /// # Safety
 /// `rb` is a live handle; `seq_out` and `count_out` are null or writable.
@@ -470,13 +531,22 @@ pub unsafe extern "C" fn srb_next(
                 "srb_next needs a readback created with SRB_FLAG_GRAPH",
             ));
         };
-        let seq = g.next_seq();
+        // The number comes from the take itself, under its lock: another thread's call
+        // cannot slip in between.
+        let (seq, result) = match g.take(deadline(timeout_ns))? {
+            Take::Busy => {
+                return Err(Failure {
+                    code: SRB_NOT_READY,
+                    message: "another thread is taking a replay; nothing was consumed".into(),
+                })
+            }
+            Take::Seq(seq, result) => (seq, result),
+        };
         if !seq_out.is_null() {
             *seq_out = seq;
         }
-        let result = g.take(deadline(timeout_ns));
         let n = match &result {
-            Ok((_, _, n)) => Some(*n as u64),
+            Ok((_, n)) => Some(*n as u64),
             Err(e) => count_of_error(e),
         };
         if let (Some(n), false) = (n, count_out.is_null()) {
@@ -594,9 +664,112 @@ pub unsafe extern "C" fn srb_capacity(rb: *const srb_readback) -> usize {
     }
 }
 
-/// This thread's message for the last failed call (empty if none). The pointer stays valid
-/// until this thread's next failing call.
+/// This thread's message for its last failed call (empty if none), NUL-terminated, at most
+/// 1023 bytes (longer messages are cut at a UTF-8 character boundary). The text is valid
+/// until this thread's next failing `srb_` call, which overwrites it in place (the pointer
+/// itself stays dereferenceable for the thread's life, so reading it after another call is
+/// no use-after-free); copy it to keep it.
 #[no_mangle]
 pub extern "C" fn srb_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|e| e.as_ptr().cast::<c_char>().cast_const())
+        // Only during thread teardown: no message then.
+        .unwrap_or(c"".as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last_error() -> String {
+        // SAFETY: srb_last_error returns this thread's NUL-terminated buffer.
+        unsafe { CStr::from_ptr(srb_last_error()) }
+            .to_str()
+            .expect("UTF-8")
+            .to_owned()
+    }
+
+    #[test]
+    fn messages_are_nul_terminated_without_interior_nuls() {
+        let buf = c_message("bad\0value");
+        assert_eq!(&buf[..10], b"bad value\0");
+        assert!(buf[10..].iter().all(|&b| b == 0));
+        assert_eq!(c_message("")[0], 0);
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary() {
+        // 1022 ASCII bytes then a 3-byte character: the character does not fit in 1023.
+        let msg = format!("{}€tail", "x".repeat(LAST_ERROR_BYTES - 2));
+        let buf = c_message(&msg);
+        let text = CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap();
+        assert_eq!(text.len(), LAST_ERROR_BYTES - 2);
+        assert!(text.bytes().all(|b| b == b'x'));
+        // Exactly 1023 bytes fit whole.
+        let fits = "y".repeat(LAST_ERROR_BYTES - 1);
+        let buf = c_message(&fits);
+        assert_eq!(
+            CStr::from_bytes_until_nul(&buf).unwrap().to_str(),
+            Ok(&*fits)
+        );
+    }
+
+    /// The old code freed the previous message on the next failure; the pointer must now
+    /// stay the same and readable, with the newest text.
+    #[test]
+    fn the_error_pointer_is_stable_across_failures() {
+        // SAFETY: null handle and pointers, which the API rejects.
+        let code = unsafe { srb_wait(std::ptr::null(), 1, 0, std::ptr::null_mut()) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        let first = srb_last_error();
+        assert!(last_error().contains("handle is null"), "{}", last_error());
+        // SAFETY: as above.
+        let data = unsafe { srb_data(std::ptr::null(), 1, 0) };
+        assert!(data.is_null());
+        let too_long = "z".repeat(5000);
+        set_last_error(&too_long);
+        assert_eq!(srb_last_error(), first, "same buffer");
+        assert_eq!(last_error(), too_long[..LAST_ERROR_BYTES - 1]);
+        // Another thread has its own buffer and message.
+        let other = std::thread::spawn(|| {
+            set_last_error("elsewhere");
+            (srb_last_error() as usize, last_error())
+        })
+        .join()
+        .unwrap();
+        assert_ne!(other.0, first as usize);
+        assert_eq!(other.1, "elsewhere");
+        assert_eq!(last_error(), too_long[..LAST_ERROR_BYTES - 1]);
+    }
+
+    #[test]
+    fn create_config_checks_without_a_driver() {
+        let config_error = |capacity, slots, sizes: &[usize], flags| match create_config(
+            capacity, slots, sizes, flags,
+        ) {
+            Ok(_) => panic!("{capacity} {slots} {sizes:?} {flags} accepted"),
+            Err(f) => f.code,
+        };
+        let bad = SRB_ERR_INVALID_CONFIG;
+        assert_eq!(config_error(0, 2, &[8], 0), bad, "zero capacity");
+        assert_eq!(config_error(16, 0, &[8], 0), bad, "zero slots");
+        assert_eq!(
+            config_error(usize::MAX, 2, &[8], 0),
+            bad,
+            "capacity overflows"
+        );
+        assert_eq!(
+            config_error(1 << 40, u32::MAX, &[8], 0),
+            bad,
+            "total overflows"
+        );
+        assert_eq!(config_error(16, 2, &[8, 0], 0), bad, "element size 0");
+        let both = SRB_FLAG_GRAPH | SRB_FLAG_STAGED;
+        assert_eq!(config_error(16, 2, &[8], both), bad, "graph and staged");
+        let (schema, config) = create_config(16, 3, &[8, 4], SRB_FLAG_STAGED).unwrap();
+        assert_eq!(schema.elem_sizes(), [8, 4]);
+        assert_eq!((config.capacity, config.slots), (16, 3));
+        assert_eq!(config.transport, Transport::Staged);
+    }
 }

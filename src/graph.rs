@@ -26,7 +26,10 @@
 //!
 //! The packs of one `GraphReadback` must run one after another: record it on one stream (or
 //! order the recordings with events), and launch the graphs that hold it on one stream. A
-//! graph may hold several recordings (each takes its own number).
+//! graph may hold several recordings (each takes its own number). Every recording of one
+//! `GraphReadback` uses the same count type and the same source lengths (the host cannot
+//! tell which recording produced a replay, and decodes each with these); recordings that
+//! differ need a `GraphReadback` each.
 //!
 //! Programmatic dependent launch is off for these packs: one pack's counter store must be
 //! visible to the next pack's load, which only a full kernel boundary guarantees.
@@ -45,7 +48,7 @@ use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// A readback that can be recorded into a CUDA graph and replayed; see the
@@ -54,15 +57,27 @@ use std::time::{Duration, Instant};
 pub struct GraphReadback {
     engine: Arc<Engine>,
     schema: Arc<ColumnSchema>,
-    /// Serializes the consumers in `next`, so readbacks are taken in order.
+    /// Serializes the consumers in `next`, so readbacks are taken in order. The
+    /// non-blocking paths only try it.
     consumer: Mutex<()>,
     /// Replays taken and not yet released, with their counts. Changes of `cursor` happen
     /// under this lock too.
     held: Mutex<BTreeMap<u64, usize>>,
     /// The next sequence number `next` will return.
     cursor: AtomicU64,
-    /// How the last recording's count is stored, and its sources' lengths (to decode).
+    /// How every recording's count is stored, and its sources' lengths (to decode); `None`
+    /// until the first recording. All recordings agree on them (`record` checks).
     recorded: Mutex<Option<(CountKind, Vec<usize>)>>,
+}
+
+/// What one attempt to take the next replay came to.
+#[derive(Debug)]
+pub(crate) enum Take {
+    /// Another thread was taking a replay until the deadline: nothing was looked at.
+    Busy,
+    /// Replay `seq`'s outcome: `Ok((slot, count))`, now held; `Err(Timeout)`, nothing
+    /// consumed; any other error consumed it.
+    Seq(u64, Result<(usize, usize)>),
 }
 
 /// One replay's readback, taken with [`GraphReadback::next`]: derefs to its
@@ -158,7 +173,9 @@ impl GraphReadback {
     /// capturing, the pack runs once, like an enqueue, and is consumed the same way.
     ///
     /// Errors as an enqueue's: wrong number of columns, a null or misaligned count, a
-    /// stream of another context, a driver error (e.g. from the capture).
+    /// stream of another context, a driver error (e.g. from the capture); and
+    /// [`Error::InvalidConfig`] when the count type or a source length differs from an
+    /// earlier recording's (see the module documentation). Nothing is recorded then.
     ///
     /// # Safety
     /// For every run of the pack (every replay of the graph):
@@ -206,9 +223,13 @@ impl GraphReadback {
         kind: CountKind,
     ) -> Result<()> {
         self.engine.check_raw_stream(stream)?;
+        let lens: Vec<usize> = sources.iter().map(|s| s.len).collect();
+        // Held across the recording, so concurrent recordings agree too.
+        let mut recorded = lock(&self.recorded);
+        check_same_recording(recorded.as_ref(), kind, &lens)?;
         self.engine
             .enqueue_device_seq(stream, after, sources, count, kind)?;
-        *lock(&self.recorded) = Some((kind, sources.iter().map(|s| s.len).collect()));
+        *recorded = Some((kind, lens));
         Ok(())
     }
 
@@ -219,24 +240,36 @@ impl GraphReadback {
     /// more than `slots` behind; the count's errors for this replay; [`Error::Cuda`] when the
     /// device reports an error (e.g. a faulted kernel), never a hang on a dead context.
     /// Each of these consumes the replay; the next call waits for the following one.
+    /// [`Error::InvalidConfig`], at once and consuming nothing, when nothing was recorded yet.
     pub fn next(&self) -> Result<Replay<'_>> {
-        self.take(None)
-            .map(|(seq, slot, count)| self.replay(seq, slot, count))
+        self.next_until(None)
     }
 
-    /// Like [`GraphReadback::next`], giving up with [`Error::Timeout`] after `timeout`; a
-    /// timeout consumes nothing.
+    /// Like [`GraphReadback::next`], giving up with [`Error::Timeout`] after `timeout` (also
+    /// when another thread is taking a replay all that time); a timeout consumes nothing. A
+    /// timeout too large to add to the current time (e.g. `Duration::MAX`) means no limit.
     pub fn next_timeout(&self, timeout: Duration) -> Result<Replay<'_>> {
-        self.take(Some(Instant::now() + timeout))
-            .map(|(seq, slot, count)| self.replay(seq, slot, count))
+        self.next_until(Instant::now().checked_add(timeout))
     }
 
-    /// The next replay's readback if it is there, `None` if not yet.
+    /// The next replay's readback if it is there, `None` if not yet or if another thread is
+    /// taking a replay right now. Never blocks.
     pub fn try_next(&self) -> Result<Option<Replay<'_>>> {
-        match self.take(Some(Instant::now())) {
-            Ok((seq, slot, count)) => Ok(Some(self.replay(seq, slot, count))),
-            Err(Error::Timeout { .. }) => Ok(None),
-            Err(e) => Err(e),
+        match self.take(Some(Instant::now()))? {
+            Take::Busy | Take::Seq(_, Err(Error::Timeout { .. })) => Ok(None),
+            Take::Seq(seq, result) => {
+                result.map(|(slot, count)| Some(self.replay(seq, slot, count)))
+            }
+        }
+    }
+
+    fn next_until(&self, deadline: Option<Instant>) -> Result<Replay<'_>> {
+        let start = Instant::now();
+        match self.take(deadline)? {
+            Take::Busy => Err(Error::Timeout {
+                waited: start.elapsed(),
+            }),
+            Take::Seq(seq, result) => result.map(|(slot, count)| self.replay(seq, slot, count)),
         }
     }
 
@@ -247,20 +280,50 @@ impl GraphReadback {
         }
     }
 
-    /// Waits for readback `next_seq()`; on success marks it held and returns (seq, slot,
-    /// count). Any outcome but a timeout consumes it.
-    pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<(u64, usize, usize)> {
-        let _consumer = lock(&self.consumer);
+    /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
+    fn lock_consumer(&self, deadline: Option<Instant>) -> Option<MutexGuard<'_, ()>> {
+        let Some(deadline) = deadline else {
+            return Some(lock(&self.consumer));
+        };
+        let mut attempts = 0u32;
+        loop {
+            match self.consumer.try_lock() {
+                Ok(guard) => return Some(guard),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            // Another consumer is waiting for its replay: yield a little, then nap.
+            if attempts < 64 {
+                attempts += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
+    /// Reports the number it waited for with every outcome (see [`Take`]); errors at once,
+    /// consuming nothing, when nothing was recorded.
+    pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<Take> {
+        let Some((kind, lens)) = lock(&self.recorded).clone() else {
+            return Err(Error::config(
+                "nothing was recorded on this graph readback: record a pack before taking replays",
+            ));
+        };
+        let Some(_consumer) = self.lock_consumer(deadline) else {
+            return Ok(Take::Busy);
+        };
         let seq = self.cursor.load(Ordering::Acquire);
         let slot = ((seq - 1) % self.slots() as u64) as usize;
         let outcome = self.wait_for(seq, slot, deadline);
-        if let Err(Error::Timeout { .. }) = outcome {
-            return Err(outcome.unwrap_err());
+        if let Err(e @ Error::Timeout { .. }) = outcome {
+            return Ok(Take::Seq(seq, Err(e)));
         }
         let decoded = outcome.and_then(|()| {
-            let (kind, lens) = lock(&self.recorded)
-                .clone()
-                .ok_or_else(|| Error::config("nothing was recorded on this graph readback"))?;
             decode_trailer(
                 &self.engine.read_trailer(slot),
                 seq,
@@ -276,7 +339,7 @@ impl GraphReadback {
         }
         self.cursor.store(seq + 1, Ordering::Release);
         self.publish_released(&held);
-        decoded.map(|count| (seq, slot, count))
+        Ok(Take::Seq(seq, decoded.map(|count| (slot, count))))
     }
 
     fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Instant>) -> Result<()> {
@@ -335,8 +398,58 @@ impl GraphReadback {
     }
 }
 
+/// Errors unless a recording of count kind `kind` and source lengths `lens` agrees with the
+/// earlier ones (`recorded`, `None` before the first). A different number of columns is
+/// left to the engine's own check.
+fn check_same_recording(
+    recorded: Option<&(CountKind, Vec<usize>)>,
+    kind: CountKind,
+    lens: &[usize],
+) -> Result<()> {
+    let Some((k, l)) = recorded else {
+        return Ok(());
+    };
+    if *k != kind {
+        return Err(Error::config(format!(
+            "every recording of one graph readback has the same count type: {k:?} before, \
+             {kind:?} now (use a graph readback per count type)"
+        )));
+    }
+    if l.len() == lens.len() && l.as_slice() != lens {
+        return Err(Error::config(format!(
+            "every recording of one graph readback has the same source lengths (they name \
+             the short column of a count error): {l:?} before, {lens:?} now"
+        )));
+    }
+    Ok(())
+}
+
 // Compile-time proof of the thread-safety claims in the docs.
 const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<GraphReadback>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recordings_must_agree_on_count_type_and_lengths() {
+        let first = (CountKind::I32, vec![10, 20]);
+        assert!(check_same_recording(None, CountKind::U64, &[1]).is_ok());
+        assert!(check_same_recording(Some(&first), CountKind::I32, &[10, 20]).is_ok());
+        let kind = check_same_recording(Some(&first), CountKind::I64, &[10, 20]);
+        assert!(
+            matches!(&kind, Err(Error::InvalidConfig { reason }) if reason.contains("I32 before, I64 now")),
+            "{kind:?}"
+        );
+        let lens = check_same_recording(Some(&first), CountKind::I32, &[10, 21]);
+        assert!(
+            matches!(&lens, Err(Error::InvalidConfig { reason }) if reason.contains("[10, 20] before, [10, 21] now")),
+            "{lens:?}"
+        );
+        // Another column count is the engine's error to report (it refuses to record).
+        assert!(check_same_recording(Some(&first), CountKind::I32, &[10]).is_ok());
+    }
+}

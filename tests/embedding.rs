@@ -254,6 +254,59 @@ fn columns_api_misuse() -> Result<()> {
     Ok(())
 }
 
+/// A clone of a schema shares its identity, so its handles pass the identity check; the
+/// enqueue must still refuse a buffer whose element type is not the column's (the review's
+/// case: a `u8` buffer bound to a `[f64; 4]` column would make the kernel read 32 times the
+/// buffer's length). Also: `wait_timeout(Duration::MAX)` means no limit.
+fn columns_cloned_schema_types_are_checked() -> Result<()> {
+    let ctx = ctx();
+    let stream = ctx.new_stream()?;
+    let cap = 64;
+    let mut a = ColumnSchema::new();
+    let mut b = a.clone();
+    let wide = a.column::<[f64; 4]>();
+    let narrow = b.column::<u8>();
+    let rb = ColumnReadback::new(&ctx, &a, ReadbackConfig::new(cap))?;
+    let d_u8 = stream.alloc_zeros::<u8>(cap)?;
+    let n = stream.clone_htod(&[cap as i32])?;
+    expect_err(
+        rb.enqueue(&stream, &[narrow.source(&d_u8)], &n),
+        "u8 buffer for a [f64; 4] column",
+        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("[f64; 4]")),
+    )?;
+    ensure!(rb.slots_in_use() == 0, "a refused enqueue holds no slot");
+    // Same size, other type: refused as well.
+    let mut d = ColumnSchema::new();
+    let _ = d.column::<[f64; 4]>();
+    let as_u64 = d.clone().column::<[u64; 4]>();
+    let rb_d = ColumnReadback::new(&ctx, &d, ReadbackConfig::new(cap))?;
+    let d_u64 = stream.alloc_zeros::<[u64; 4]>(cap)?;
+    expect_err(
+        rb_d.enqueue(&stream, &[as_u64.source(&d_u64)], &n),
+        "[u64; 4] buffer for a [f64; 4] column",
+        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("[u64; 4]")),
+    )?;
+    // A clone that declares more columns: the original's handle of column 0 and the clone's
+    // of column 1, each with its column's type, are accepted; b's u8 handle is refused.
+    let mut c = a.clone();
+    let flag = c.column::<u8>();
+    let rb_c = ColumnReadback::new(&ctx, &c, ReadbackConfig::new(cap))?;
+    let rows: Vec<[f64; 4]> = (0..cap).map(|i| [i as f64, 0.5, -1.0, 1e300]).collect();
+    let d_wide = stream.clone_htod(&rows)?;
+    let d_flag = stream.clone_htod(&vec![7u8; cap])?;
+    expect_err(
+        rb_c.enqueue(&stream, &[narrow.source(&d_u8), flag.source(&d_flag)], &n),
+        "b's u8 handle for c's [f64; 4] column 0",
+        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("column 0")),
+    )?;
+    let tk = rb_c.enqueue(&stream, &[wide.source(&d_wide), flag.source(&d_flag)], &n)?;
+    let out = tk.wait_timeout(Duration::MAX)?;
+    ensure!(out.count() == cap, "count {}", out.count());
+    ensure!(out.column(wide) == rows.as_slice(), "wide column");
+    ensure!(out.column(flag) == vec![7u8; cap].as_slice(), "flag column");
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // The simulation step of csrc/embedding.cu, mirrored on the host.
 
@@ -654,6 +707,98 @@ fn graph_record_without_capture() -> Result<()> {
     Ok(())
 }
 
+/// Misuse a graph readback reports at once: taking before any recording (which used to
+/// wait forever for a trailer), and recordings that disagree with the first on the count
+/// type or the source lengths (which used to make count errors name the wrong column).
+/// Also: `next_timeout(Duration::MAX)` means no limit, and `try_next` does not wait for a
+/// consumer blocked in another thread.
+fn graph_misuse_is_reported_at_once() -> Result<()> {
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 400;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let (schema, cols) = step_schema();
+    let g = GraphReadback::new(&ctx, &schema, ReadbackConfig::new(cap).slots(4))?;
+    let nothing = |e: &Error| matches!(e, Error::InvalidConfig { reason } if reason.contains("nothing was recorded"));
+    let t0 = Instant::now();
+    expect_err(
+        g.next_timeout(Duration::from_secs(5)),
+        "next before a recording",
+        nothing,
+    )?;
+    expect_err(g.try_next(), "try_next before a recording", nothing)?;
+    ensure!(
+        t0.elapsed() < Duration::from_secs(1),
+        "took {:?}: the error must not wait for a trailer",
+        t0.elapsed()
+    );
+    ensure!(g.next_seq() == 1, "nothing consumed");
+
+    k.step(&stream, &b, 1)?;
+    // SAFETY: the buffers outlive the synchronize below; one stream; not capturing, so the
+    // pack runs once.
+    unsafe { g.record::<i32>(&stream, None, &b.sources(), b.count.ptr())? };
+    let mut short = b.sources();
+    short[2].len = cap - 1;
+    let is_config = |e: &Error| matches!(e, Error::InvalidConfig { .. });
+    // SAFETY: as above; both are refused before anything is recorded.
+    unsafe {
+        expect_err(
+            g.record::<i32>(&stream, None, &short, b.count.ptr()),
+            "other source lengths",
+            is_config,
+        )?;
+        expect_err(
+            g.record::<u32>(&stream, None, &b.sources(), b.count.ptr()),
+            "another count type",
+            is_config,
+        )?;
+    }
+    let rp = g.next_timeout(Duration::MAX)?;
+    ensure!(rp.seq() == 1);
+    check_step(Ok(&*rp), cols, 1, 1, cap)?;
+    drop(rp);
+    stream.synchronize()?;
+    ensure!(
+        g.try_next()?.is_none(),
+        "the refused recordings ran no pack"
+    );
+
+    // A consumer blocked in another thread holds the consumer lock for 2 s; try_next and a
+    // short next_timeout give up at once, consuming nothing.
+    std::thread::scope(|scope| -> Result<()> {
+        let blocked = scope.spawn(|| g.next_timeout(Duration::from_secs(2)).map(|r| r.seq()));
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        ensure!(g.try_next()?.is_none(), "nothing to take");
+        ensure!(
+            t.elapsed() < Duration::from_millis(500),
+            "try_next waited {:?} for the other consumer",
+            t.elapsed()
+        );
+        let t = Instant::now();
+        expect_err(
+            g.next_timeout(Duration::from_millis(50)),
+            "busy consumer",
+            |e| matches!(e, Error::Timeout { .. }),
+        )?;
+        ensure!(
+            t.elapsed() < Duration::from_millis(500),
+            "next_timeout(50 ms) took {:?}",
+            t.elapsed()
+        );
+        let r = blocked.join().expect("the blocked consumer panicked");
+        ensure!(
+            matches!(r, Err(Error::Timeout { .. })),
+            "blocked consumer: {r:?}"
+        );
+        Ok(())
+    })?;
+    ensure!(g.next_seq() == 2, "no timeout consumed a replay");
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // The C ABI.
 
@@ -700,7 +845,37 @@ fn capi_argument_errors() -> Result<()> {
             capi::srb_create(-1, 16, 2, 2, sizes.as_ptr(), 0, &mut rb)
                 == capi::SRB_ERR_INVALID_ARGUMENT
         );
+        // Unusable configurations are refused before the device is opened: the same code
+        // with or without a GPU.
+        let too_big = [u32::MAX as usize + 1];
+        let zero = [8usize, 0];
+        let graph_staged = capi::SRB_FLAG_GRAPH | capi::SRB_FLAG_STAGED;
+        for (what, capacity, slots, sizes, flags) in [
+            ("zero capacity", 0, 2, &sizes[..], 0),
+            ("zero slots", 16, 0, &sizes[..], 0),
+            ("SIZE_MAX capacity", usize::MAX, 2, &sizes[..], 0),
+            ("slots overflow", usize::MAX / 64, u32::MAX, &sizes[..1], 0),
+            ("element size 0", 16, 2, &zero[..], 0),
+            ("element size above u32::MAX", 1, 1, &too_big[..], 0),
+            ("graph and staged", 16, 2, &sizes[..], graph_staged),
+        ] {
+            let n = sizes.len() as u32;
+            let code = capi::srb_create(0, capacity, slots, n, sizes.as_ptr(), flags, &mut rb);
+            ensure!(
+                code == capi::SRB_ERR_INVALID_CONFIG && rb.is_null(),
+                "{what}: code {code} ({})",
+                last_error()
+            );
+        }
         ensure!(rb.is_null());
+        // The message pointer stays the same across failures (it used to be freed by the
+        // next one).
+        let before = capi::srb_last_error();
+        ensure!(
+            capi::srb_poll(std::ptr::null(), 1) == capi::SRB_ERR_INVALID_ARGUMENT,
+            "poll on null"
+        );
+        ensure!(capi::srb_last_error() == before && last_error().contains("null"));
         ensure!(
             capi::srb_wait(std::ptr::null(), 1, 0, std::ptr::null_mut())
                 == capi::SRB_ERR_INVALID_ARGUMENT
@@ -989,6 +1164,156 @@ fn capi_graph_mode() -> Result<()> {
     Ok(())
 }
 
+/// Graph mode through the C ABI with several consumer threads: `srb_next` before any
+/// recording errs at once; with `timeout_ns` 0 it does not wait for a consumer blocked in
+/// another thread (`SRB_NOT_READY`); and concurrent callers each report a different replay
+/// number (the number used to be read before the consumer lock was taken).
+fn capi_graph_concurrent_consumers() -> Result<()> {
+    const REPLAYS: u64 = 64;
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 1000;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let sizes = [8usize, 4, 12];
+    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
+    let lens = [cap; 3];
+    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+    // SAFETY: valid pointers; the buffers and the readback outlive the graph's replays (the
+    // stream is synchronized before they drop); the handle is shared with scoped threads
+    // only while it lives.
+    unsafe {
+        let code = capi::srb_create(
+            0,
+            cap,
+            REPLAYS as u32,
+            3,
+            sizes.as_ptr(),
+            capi::SRB_FLAG_GRAPH,
+            &mut rb,
+        );
+        ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+        let (mut seq, mut n) = (u64::MAX, u64::MAX);
+        let t = Instant::now();
+        let code = capi::srb_next(rb, 5_000_000_000, &mut seq, &mut n);
+        ensure!(
+            code == capi::SRB_ERR_INVALID_CONFIG && t.elapsed() < Duration::from_secs(1),
+            "next before a recording: {code} after {:?} ({})",
+            t.elapsed(),
+            last_error()
+        );
+        ensure!(seq == u64::MAX, "nothing taken, no number stored");
+
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        k.step(&stream, &b, 1)?;
+        let code = capi::srb_record(
+            rb,
+            stream.cu_stream(),
+            std::ptr::null_mut(),
+            ptrs.as_ptr(),
+            lens.as_ptr(),
+            b.count.ptr(),
+            capi::SRB_COUNT_INT32,
+        );
+        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
+        k.advance(&stream, &b)?;
+        let graph = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))?
+            .context("no graph")?;
+
+        let handle = rb as usize;
+        let next = move |timeout_ns: i64| {
+            let (mut seq, mut n) = (u64::MAX, u64::MAX);
+            let code = capi::srb_next(handle as *const _, timeout_ns, &mut seq, &mut n);
+            (code, seq, n)
+        };
+        // One consumer blocks for 2 s (nothing launched yet); a look with timeout 0 from
+        // this thread returns at once with SRB_NOT_READY, storing no number.
+        std::thread::scope(|scope| -> Result<()> {
+            let blocked = scope.spawn(|| next(2_000_000_000));
+            std::thread::sleep(Duration::from_millis(300));
+            let t = Instant::now();
+            let (code, seq, _) = next(0);
+            ensure!(
+                code == capi::SRB_NOT_READY && seq == u64::MAX,
+                "look while another thread waits: {code}, seq {seq}"
+            );
+            ensure!(
+                t.elapsed() < Duration::from_millis(500),
+                "timeout 0 waited {:?}",
+                t.elapsed()
+            );
+            let (code, seq, _) = blocked.join().expect("consumer panicked");
+            ensure!(
+                code == capi::SRB_TIMEOUT && seq == 1,
+                "blocked consumer: {code}, seq {seq}"
+            );
+            Ok(())
+        })?;
+
+        for _ in 0..REPLAYS {
+            graph.launch()?;
+        }
+        stream.synchronize()?;
+        // Four threads take the replays concurrently; each number must come out once.
+        let taken: Vec<(i32, u64, u64)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let (code, seq, n) = next(200_000_000);
+                            match code {
+                                capi::SRB_NOT_READY => continue,
+                                capi::SRB_TIMEOUT => break,
+                                capi::SRB_OK => {
+                                    let released = capi::srb_release(handle as *const _, seq);
+                                    mine.push((code, seq, n));
+                                    if released != capi::SRB_OK {
+                                        mine.push((released, seq, 0));
+                                    }
+                                }
+                                _ => mine.push((code, seq, n)),
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("consumer panicked"))
+                .collect()
+        });
+        let mut seqs: Vec<u64> = taken.iter().map(|t| t.1).collect();
+        seqs.sort_unstable();
+        ensure!(
+            seqs == (1..=REPLAYS).collect::<Vec<_>>(),
+            "replay numbers taken: {seqs:?}"
+        );
+        for &(code, seq, n) in &taken {
+            let key = 2 * (seq - 1) + 1;
+            let want = step_count(key, cap as u64);
+            let expected = if want < 0 {
+                capi::SRB_ERR_NEGATIVE_COUNT
+            } else if want > cap as i64 {
+                capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
+            } else {
+                ensure!(n as i64 == want, "seq {seq}: count {n} != {want}");
+                capi::SRB_OK
+            };
+            ensure!(code == expected, "seq {seq}: code {code} (want {expected})");
+        }
+        ensure!(
+            taken.iter().any(|t| t.0 != capi::SRB_OK),
+            "keys 7 and 13 are count errors"
+        );
+        drop(graph);
+        capi::srb_destroy(rb);
+    }
+    Ok(())
+}
+
 /// examples/seed_capi.expected (what scripts/build-seed-capi.sh --run compares the C++
 /// program's output with) must be the seed's expected output of src/seed.rs.
 fn seed_capi_expected_output() -> Result<()> {
@@ -1013,12 +1338,24 @@ fn main() {
         ("columns_mixed_types", columns_mixed_types),
         ("columns_count_rules", columns_count_rules),
         ("columns_api_misuse", columns_api_misuse),
+        (
+            "columns_cloned_schema_types_are_checked",
+            columns_cloned_schema_types_are_checked,
+        ),
         ("columns_raw_after_an_event", columns_raw_after_an_event),
         ("graph_replays_the_seed_loop", graph_replays_the_seed_loop),
         ("graph_overrun_is_detected", graph_overrun_is_detected),
         ("graph_record_without_capture", graph_record_without_capture),
+        (
+            "graph_misuse_is_reported_at_once",
+            graph_misuse_is_reported_at_once,
+        ),
         ("capi_host_mode", capi_host_mode),
         ("capi_graph_mode", capi_graph_mode),
+        (
+            "capi_graph_concurrent_consumers",
+            capi_graph_concurrent_consumers,
+        ),
     ];
     let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
     let mut trials: Vec<Trial> = gpu_tests
