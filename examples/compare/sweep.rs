@@ -295,7 +295,7 @@ impl Rig {
         let t1 = Instant::now();
         let verdict = |count: usize, data: &[f64]| cuda::is_correct(count, data, n, cycle);
         let (t2, t3, ok);
-        // SAFETY (every unsafe block below): the device buffers hold max_n >= cap >= n
+        // Every unsafe block below relies on: the device buffers hold max_n >= cap >= n
         // doubles and one count; the pinned destinations hold max_n doubles and one i32 per
         // approach; every copy has completed (event or trailer) before the host reads.
         match a {
@@ -307,6 +307,9 @@ impl Rig {
                 ok = true;
             }
             Approach::Naive | Approach::Sync | Approach::OverCopy | Approach::Oracle => {
+                // SAFETY: dc is one i32 of device memory and hc its pinned destination (4
+                // bytes); dd holds max_n >= cap >= m doubles and h max_n; hc is read only
+                // after a stream sync (Sync) or, for Naive, holds a completed earlier copy.
                 unsafe {
                     if a != Approach::Oracle {
                         cuda::dtoh(hc.cast(), dc, 4, s)?;
@@ -332,12 +335,19 @@ impl Rig {
                 let count = if a == Approach::Oracle {
                     n
                 } else {
+                    // SAFETY: hc is this approach's pinned i32; its copy completed (event
+                    // synchronized above).
                     unsafe { std::ptr::read_volatile(hc) }.max(0) as usize
                 };
+                // SAFETY: h holds max_n pinned doubles, written by copies that completed
+                // (event synchronized above); no copy is in flight while the slice lives.
                 let data = unsafe { std::slice::from_raw_parts(h, count.min(self.max_n)) };
                 ok = verdict(count, data);
             }
             Approach::CallbackWorker => {
+                // SAFETY: dc is one i32 of device memory, hc its 4-byte pinned destination,
+                // read by the worker only after this copy (stream order before its host
+                // function).
                 unsafe { cuda::dtoh(hc.cast(), dc, 4, s)? };
                 let job = Job {
                     h_count: hc,
@@ -351,7 +361,11 @@ impl Rig {
                 t2 = Instant::now();
                 self.worker.wait(self.worker_done.0)?;
                 t3 = Instant::now();
+                // SAFETY: hc is this approach's pinned i32; its copy completed before the
+                // worker ran, and the worker's event was waited for above.
                 let count = unsafe { std::ptr::read_volatile(hc) }.max(0) as usize;
+                // SAFETY: h holds max_n pinned doubles; the worker's copy completed (its
+                // event was waited for above) and nothing writes h while the slice lives.
                 let data = unsafe { std::slice::from_raw_parts(h, count.min(self.max_n)) };
                 ok = verdict(count, data);
             }

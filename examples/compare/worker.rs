@@ -54,6 +54,10 @@ impl Shared {
 }
 
 /// The host function: counts itself and wakes the worker. No CUDA call.
+///
+/// # Safety
+/// `data` points to the live `Shared` of a [`Worker`] (`Arc::as_ptr`), which stays alive
+/// until this call returns (the worker's drop waits for every submitted job).
 unsafe extern "C" fn wake_worker(data: *mut c_void) {
     // SAFETY: data is the Arc<Shared> the Worker keeps alive until every fired job is done.
     let shared = unsafe { &*(data as *const Shared) };
@@ -187,6 +191,12 @@ pub struct SeedCallbackArgs {
 }
 
 /// The seed's callback: issues the second copy from inside the stream callback.
+///
+/// # Safety
+/// `data` points to a live [`SeedCallbackArgs`] that outlives this call; `h_count` addresses
+/// a readable `i32` (the count copy, completed before the callback in stream order),
+/// `h_data` at least `cap` writable doubles of pinned memory, `d_data` at least `cap`
+/// doubles of device memory, and `stream` is a live stream handle.
 pub unsafe extern "C" fn seed_callback(data: *mut c_void) {
     // SAFETY: the harness keeps the args alive until the stream has passed this function.
     let a = unsafe { &*(data as *const SeedCallbackArgs) };
