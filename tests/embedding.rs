@@ -277,8 +277,9 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     ensure!(rb.slots_in_use() == 0, "a refused enqueue holds no slot");
     // Same size, other type: refused as well.
     let mut d = ColumnSchema::new();
+    let mut d_clone = d.clone();
     let _ = d.column::<[f64; 4]>();
-    let as_u64 = d.clone().column::<[u64; 4]>();
+    let as_u64 = d_clone.column::<[u64; 4]>(); // column 0 of the same identity
     let rb_d = ColumnReadback::new(&ctx, &d, ReadbackConfig::new(cap))?;
     let d_u64 = stream.alloc_zeros::<[u64; 4]>(cap)?;
     expect_err(
