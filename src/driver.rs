@@ -203,6 +203,19 @@ pub unsafe fn stream_is_capturing(stream: CUstream) -> Result<bool> {
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
+/// `cuStreamGetId`: the stream's unique id (never reused for another stream in the process,
+/// unlike a destroyed stream's handle).
+///
+/// # Safety
+/// `stream` is live.
+pub unsafe fn stream_id(stream: CUstream) -> Result<u64> {
+    let mut id: std::ffi::c_ulonglong = 0;
+    sys::cuStreamGetId(stream, &mut id)
+        .result()
+        .map_err(Error::cuda("cuStreamGetId"))?;
+    Ok(id)
+}
+
 /// `cuStreamGetCtx`: the context a stream belongs to.
 ///
 /// # Safety

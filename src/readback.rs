@@ -61,9 +61,12 @@ pub struct ReadbackConfig {
     /// See [`WaitMode`].
     pub wait: WaitMode,
     /// Launch the pack kernel with programmatic dependent launch, so it starts while the
-    /// producer kernel before it in the stream drains. `None`: on for compute capability 9.0+,
-    /// unless the environment variable `SIZED_READBACK_PDL` is `0` (an escape hatch for tools
-    /// such as compute-sanitizer's racecheck, which lost track of such launches on the H200).
+    /// producer kernel before it in the stream drains. `None`: on when the device has compute
+    /// capability 9.0+ and the loaded pack kernel was compiled for compute_90+ (so it waits
+    /// for the producer with `griddepcontrol.wait`), unless the environment variable
+    /// `SIZED_READBACK_PDL` is `0` (an escape hatch for tools such as compute-sanitizer's
+    /// racecheck, which lost track of such launches on the H200). `Some(true)` on a pack
+    /// kernel without the wait is an [`Error::InvalidConfig`].
     pub programmatic_launch: Option<bool>,
     /// Most blocks of one pack launch. `None`: 4 per multiprocessor.
     pub max_blocks: Option<u32>,
@@ -133,9 +136,9 @@ pub(crate) struct Engine {
     shape: LaunchShape,
     /// The settings it was made with (for `grow`).
     config: ReadbackConfig,
-    /// Per slot: the stream (as an address) its last pack was enqueued on, 0 if none.
-    /// Written only by the holder of the slot's lease.
-    slot_streams: Vec<std::sync::atomic::AtomicUsize>,
+    /// Per slot: 1 + the id (`cuStreamGetId`) of the stream its last pack was enqueued on,
+    /// 0 if none or unknown. Written only by the holder of the slot's lease.
+    slot_streams: Vec<std::sync::atomic::AtomicU64>,
     /// Device-sequenced mode (graph replay): the device's sequence counter and the mapped
     /// control words. `None` for host-sequenced readbacks.
     device_seq: Option<DeviceSeq>,
@@ -232,19 +235,19 @@ impl Engine {
         // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200
         // as compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which.
         let pack_waits = kernel.ptx_version()? >= 90;
-        let programmatic = match cfg.programmatic_launch {
-            Some(true) if !pack_waits => {
-                return Err(Error::config(
-                    "programmatic launch needs the pack kernel compiled for compute_90 or newer                      (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
-                ))
-            }
-            Some(on) => on,
-            None => {
-                major >= 9
-                    && pack_waits
-                    && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
-            }
-        };
+        let programmatic =
+            match cfg.programmatic_launch {
+                Some(true) if !pack_waits => return Err(Error::config(
+                    "programmatic launch needs the pack kernel compiled for compute_90 or newer \
+                     (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
+                )),
+                Some(on) => on,
+                None => {
+                    major >= 9
+                        && pack_waits
+                        && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+                }
+            };
         let shape = LaunchShape {
             grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
             block: abi::SRB_PACK_THREADS,
@@ -443,11 +446,17 @@ impl Engine {
         }
         self.check_sources(columns, count_ptr, kind)?;
         bind(&self.ctx)?;
+        // The wait on `after` comes first: if `after` was recorded in a stream under capture,
+        // this joins `stream` to that capture, and the check below refuses it (the capture
+        // then fails loudly at its end) instead of recording a ticket's pack into a graph.
+        if let Some(e) = after {
+            driver::stream_wait_event(stream, e)?;
+        }
         self.check_not_capturing(stream)?;
         let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
             slots: self.slots(),
         })?;
-        let result = self.launch_pack(stream, after, columns, count_ptr, kind, &lease);
+        let result = self.launch_pack(stream, columns, count_ptr, kind, &lease);
         if result.is_err() {
             self.release(&lease);
         }
@@ -577,27 +586,26 @@ impl Engine {
     unsafe fn launch_pack(
         &self,
         stream: CUstream,
-        after: Option<CUevent>,
         columns: &[ColumnSource],
         count_ptr: CUdeviceptr,
         kind: CountKind,
         lease: &Lease,
     ) -> Result<()> {
         let event = self.events[lease.slot];
-        if let Some(e) = after {
-            driver::stream_wait_event(stream, e)?;
-        }
         // The slot's previous pack (and copy) may still run on another stream: order this one
         // after it. On the same stream, stream order already does, and leaving the wait out
         // keeps nothing between the producer kernel and the pack, so programmatic dependent
         // launch can overlap them. (Measured on the H200: cuStreamWaitEvent 0.26 µs,
-        // cuEventQuery 1.35 µs, so no query either.) The null, legacy and per-thread handles
-        // name different streams on different threads and always get the wait. A destroyed
-        // stream's handle cannot come back while its work runs: cuStreamDestroy releases the
-        // stream's resources only once the device has completed that work.
+        // cuEventQuery 1.35 µs, so no query either.) Streams are told apart by their id, not
+        // their handle: a destroyed stream's handle may be reused while its work still runs.
+        // The null, legacy and per-thread handles always get the wait.
+        let id = if stream as usize > 2 {
+            driver::stream_id(stream)?.wrapping_add(1)
+        } else {
+            0
+        };
         let previous = self.slot_streams[lease.slot].load(Ordering::Relaxed);
-        let same_stream = previous == stream as usize && stream as usize > 2;
-        if lease.reused && !same_stream {
+        if lease.reused && (id == 0 || previous != id) {
             driver::stream_wait_event(stream, event)?;
         }
         let stride = self.layout.slot_stride();
@@ -625,11 +633,11 @@ impl Engine {
         // Recorded even if the copy failed: the kernel is in flight, and the slot's next user
         // (or the engine's drop) must be able to wait for it through this event.
         let recorded = driver::event_record(event, stream);
-        if recorded.is_ok() {
-            // The lease holds the slot, so no one else touches this entry meanwhile; the
-            // ring's mutex orders it before the next holder's read.
-            self.slot_streams[lease.slot].store(stream as usize, Ordering::Relaxed);
-        }
+        // The lease holds the slot, so no one else touches this entry meanwhile; the ring's
+        // mutex orders it before the next holder's read. Unknown (0) when the event does not
+        // cover this pack, so the next user waits.
+        let known = if recorded.is_ok() { id } else { 0 };
+        self.slot_streams[lease.slot].store(known, Ordering::Relaxed);
         copied.and(recorded)
     }
 

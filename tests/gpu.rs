@@ -700,6 +700,23 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
         matches!(e, Error::InvalidConfig { .. })
     })?;
     ensure!(rb.slots_in_use() == 0, "a refused enqueue kept a slot");
+    // An `after` event recorded inside a capture joins the waiting stream to that capture:
+    // refused too (the capture then fails at its end, as an unjoined capture).
+    let origin = ctx.new_stream()?;
+    let joined = ctx.new_stream()?;
+    let in_capture = ctx.new_event(None)?;
+    origin.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    in_capture.record(&origin)?;
+    let r = rb.enqueue_after(&joined, &in_capture, &data, &cnt);
+    let ended = origin.end_capture(CUgraphInstantiate_flags(0));
+    expect_err(r, "enqueue after an event of a capture", |e| {
+        matches!(e, Error::InvalidConfig { .. })
+    })?;
+    ensure!(
+        ended.is_err(),
+        "the capture with an unjoined stream should fail"
+    );
+    ensure!(rb.slots_in_use() == 0, "a refused enqueue kept a slot");
     let t = rb.enqueue(&stream, &data, &cnt)?;
     ensure!(t.wait_timeout(Duration::MAX)?.as_slice() == [2.5; 8]);
     Ok(())
