@@ -445,7 +445,8 @@ impl ColumnReadback {
         let order = self.schema.bind(sources)?;
         self.engine.check_stream(stream)?;
         // Before cudarc's event tracking (the guards below) puts its waits into a capture.
-        self.engine.check_not_capturing(stream.cu_stream())?;
+        self.engine
+            .join_after_and_check(stream.cu_stream(), after)?;
         let ctx = self.engine.context().cu_ctx();
         let n = self.schema.len();
         if sources.iter().any(|s| s.data.context() != ctx) {
@@ -483,7 +484,7 @@ impl ColumnReadback {
         // each length is the buffer's true length.
         let lease = unsafe {
             self.engine
-                .enqueue(stream.cu_stream(), after, &columns[..n], cptr, K::KIND)?
+                .enqueue(stream.cu_stream(), None, &columns[..n], cptr, K::KIND)?
         };
         drop(guards);
         Ok(self.ticket(lease, K::KIND, &columns[..n]))

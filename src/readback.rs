@@ -386,6 +386,22 @@ impl Engine {
         unsafe { driver::event_query(self.events[0]) }.map(|_| ())
     }
 
+    /// Makes `stream` wait for `after` (if any), then errors if `stream` is capturing a CUDA
+    /// graph. The safe enqueues call this before cudarc's event tracking touches the stream,
+    /// so a stream joined to a capture through `after` gets no tracking events either.
+    pub(crate) fn join_after_and_check(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+    ) -> Result<()> {
+        bind(&self.ctx)?;
+        if let Some(e) = after {
+            // SAFETY: callers pass a live stream and event of this context.
+            unsafe { driver::stream_wait_event(stream, e)? };
+        }
+        self.check_not_capturing(stream)
+    }
+
     /// Errors if `stream` is capturing a CUDA graph. A ticket's pack captured into a graph
     /// would replay with its frozen slot and sequence number long after the ticket is gone;
     /// graph capture goes through `GraphReadback`, whose packs are sequenced on the device.
@@ -912,7 +928,8 @@ impl<T: Element> Readback<T> {
     {
         self.engine.check_stream(stream)?;
         // Before cudarc's event tracking puts its waits into a capture.
-        self.engine.check_not_capturing(stream.cu_stream())?;
+        self.engine
+            .join_after_and_check(stream.cu_stream(), after)?;
         let ctx = self.engine.context().cu_ctx();
         if data.stream().context().cu_ctx() != ctx {
             return Err(Error::ForeignContext { what: "the data" });
@@ -938,7 +955,7 @@ impl<T: Element> Readback<T> {
         // this read; `len` is the view's true length.
         let lease = unsafe {
             self.engine
-                .enqueue(stream.cu_stream(), after, &columns, cptr, K::KIND)?
+                .enqueue(stream.cu_stream(), None, &columns, cptr, K::KIND)?
         };
         Ok(Ticket::new(self.engine.clone(), lease, K::KIND, len))
     }
