@@ -484,7 +484,7 @@ impl ColumnReadback {
         // each length is the buffer's true length.
         let lease = unsafe {
             self.engine
-                .enqueue(stream.cu_stream(), None, &columns[..n], cptr, K::KIND)?
+                .enqueue_joined(stream.cu_stream(), &columns[..n], cptr, K::KIND)?
         };
         drop(guards);
         Ok(self.ticket(lease, K::KIND, &columns[..n]))

@@ -387,8 +387,10 @@ impl Engine {
     }
 
     /// Makes `stream` wait for `after` (if any), then errors if `stream` is capturing a CUDA
-    /// graph. The safe enqueues call this before cudarc's event tracking touches the stream,
-    /// so a stream joined to a capture through `after` gets no tracking events either.
+    /// graph. The wait comes first: if `after` was recorded in a stream under capture, it
+    /// joins `stream` to that capture, and the check refuses it instead of recording a
+    /// ticket's pack into a graph. The safe enqueues call this before cudarc's event tracking
+    /// touches the stream, so a stream joined that way gets no tracking events either.
     pub(crate) fn join_after_and_check(
         &self,
         stream: CUstream,
@@ -455,20 +457,56 @@ impl Engine {
         count_ptr: CUdeviceptr,
         kind: CountKind,
     ) -> Result<Lease> {
+        self.check_enqueue(columns, count_ptr, kind)?;
+        self.join_after_and_check(stream, after)?;
+        self.acquire_and_launch(stream, columns, count_ptr, kind)
+    }
+
+    /// [`Engine::enqueue`] for callers that have just called
+    /// [`Engine::join_after_and_check`] on `stream` themselves (the safe enqueues, which must
+    /// do it before cudarc's event tracking touches the stream), so the capture check is not
+    /// paid twice.
+    ///
+    /// # Safety
+    /// As [`Engine::enqueue`], with `after` already waited for.
+    pub(crate) unsafe fn enqueue_joined(
+        &self,
+        stream: CUstream,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+    ) -> Result<Lease> {
+        self.check_enqueue(columns, count_ptr, kind)?;
+        bind(&self.ctx)?;
+        self.acquire_and_launch(stream, columns, count_ptr, kind)
+    }
+
+    /// Errors unless this is a host-sequenced engine and the sources suit it.
+    fn check_enqueue(
+        &self,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+    ) -> Result<()> {
         if self.device_seq.is_some() {
             return Err(Error::config(
                 "a device-sequenced (graph) readback is recorded, not enqueued with a lease",
             ));
         }
-        self.check_sources(columns, count_ptr, kind)?;
-        bind(&self.ctx)?;
-        // The wait on `after` comes first: if `after` was recorded in a stream under capture,
-        // this joins `stream` to that capture, and the check below refuses it (the capture
-        // then fails loudly at its end) instead of recording a ticket's pack into a graph.
-        if let Some(e) = after {
-            driver::stream_wait_event(stream, e)?;
-        }
-        self.check_not_capturing(stream)?;
+        self.check_sources(columns, count_ptr, kind)
+    }
+
+    /// Takes a slot and launches its pack; gives the slot back if the launch fails.
+    ///
+    /// # Safety
+    /// As [`Engine::enqueue`]; the context is bound and `stream` checked not to capture.
+    unsafe fn acquire_and_launch(
+        &self,
+        stream: CUstream,
+        columns: &[ColumnSource],
+        count_ptr: CUdeviceptr,
+        kind: CountKind,
+    ) -> Result<Lease> {
         let lease = self.ring().acquire().ok_or(Error::SlotsExhausted {
             slots: self.slots(),
         })?;
@@ -955,7 +993,7 @@ impl<T: Element> Readback<T> {
         // this read; `len` is the view's true length.
         let lease = unsafe {
             self.engine
-                .enqueue(stream.cu_stream(), None, &columns, cptr, K::KIND)?
+                .enqueue_joined(stream.cu_stream(), &columns, cptr, K::KIND)?
         };
         Ok(Ticket::new(self.engine.clone(), lease, K::KIND, len))
     }
