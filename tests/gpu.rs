@@ -383,6 +383,30 @@ fn launch(
     Ok(())
 }
 
+/// `srb_produce_f64(data, count, n, cycle)`: n doubles `i + 0.5 * cycle`, then the count.
+fn produce_f64(
+    module: &Arc<Module>,
+    stream: &CudaStream,
+    grid: u32,
+    mut data: u64,
+    mut count: u64,
+    mut n: u64,
+    mut cycle: u64,
+) -> Result<()> {
+    launch(
+        module,
+        "srb_produce_f64",
+        stream,
+        grid,
+        &mut [
+            (&mut data as *mut u64).cast(),
+            (&mut count as *mut u64).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut cycle as *mut u64).cast(),
+        ],
+    )
+}
+
 /// A producer kernel on one stream, an event, the readback on another stream (the seed's shape).
 fn raw_pointers_after_an_event() -> Result<()> {
     let ctx = ctx();
@@ -394,25 +418,13 @@ fn raw_pointers_after_an_event() -> Result<()> {
     let data = compute.alloc_zeros::<f64>(n as usize)?;
     let cnt = compute.alloc_zeros::<i32>(1)?;
     compute.synchronize()?;
-    let (mut d, _g) = data.device_ptr(&compute);
-    let (mut c, _g2) = cnt.device_ptr(&compute);
+    let (d, _g) = data.device_ptr(&compute);
+    let (c, _g2) = cnt.device_ptr(&compute);
     for t in TRANSPORTS {
         let rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(n as usize).transport(t))?;
         for cycle in 0..5u64 {
-            let mut nn = n - cycle * 1000;
-            let mut cy = cycle;
-            launch(
-                &module,
-                "srb_produce_f64",
-                &compute,
-                128,
-                &mut [
-                    (&mut d as *mut u64).cast(),
-                    (&mut c as *mut u64).cast(),
-                    (&mut nn as *mut u64).cast(),
-                    (&mut cy as *mut u64).cast(),
-                ],
-            )?;
+            let nn = n - cycle * 1000;
+            produce_f64(&module, &compute, 128, d, c, nn, cycle)?;
             done.record(&compute)?;
             // SAFETY: both buffers live until the end of this function; the next producer
             // launch comes after this ticket is waited on.
@@ -593,8 +605,8 @@ fn programmatic_launch_on_and_off() -> Result<()> {
     let data = stream.alloc_zeros::<f64>(n as usize)?;
     let cnt = stream.alloc_zeros::<i32>(1)?;
     stream.synchronize()?;
-    let (mut d, _g) = data.device_ptr(&stream);
-    let (mut c, _g2) = cnt.device_ptr(&stream);
+    let (d, _g) = data.device_ptr(&stream);
+    let (c, _g2) = cnt.device_ptr(&stream);
     for pdl in [false, true] {
         let rb = Readback::<f64>::with_config(
             &ctx,
@@ -602,20 +614,8 @@ fn programmatic_launch_on_and_off() -> Result<()> {
         )?;
         ensure!(rb.launch_shape().programmatic == pdl);
         for cycle in 0..50u64 {
-            let mut nn = (cycle * 83) % (n + 1);
-            let mut cy = cycle;
-            launch(
-                &module,
-                "srb_produce_f64",
-                &stream,
-                16,
-                &mut [
-                    (&mut d as *mut u64).cast(),
-                    (&mut c as *mut u64).cast(),
-                    (&mut nn as *mut u64).cast(),
-                    (&mut cy as *mut u64).cast(),
-                ],
-            )?;
+            let nn = (cycle * 83) % (n + 1);
+            produce_f64(&module, &stream, 16, d, c, nn, cycle)?;
             // SAFETY: same stream as the producer; buffers outlive the wait below.
             let tk = unsafe { rb.enqueue_raw::<i32>(&stream, None, d, n as usize, c)? };
             let out = tk.wait()?;
