@@ -1,13 +1,19 @@
-//! Build script: compiles `csrc/*.cu` into one fatbin with `nvcc` and turns the shared header
-//! `csrc/sized_readback.h` into Rust with `bindgen`.
+//! Build script: compiles the library's kernels (`csrc/*.cu`) into one fatbin with `nvcc`, the
+//! test kernels (`csrc/testing/*.cu`) into another when the `testing` feature is on, and turns
+//! the slot header `include/sized_readback/slot.h` into Rust with `bindgen`.
 //!
 //! Environment:
-//! - `NVCC`: path of the `nvcc` to use. Otherwise `CUDA_HOME`/`CUDA_PATH` (`bin/nvcc`), the
-//!   `cc` crate's CUDA compiler lookup (which honours `PATH`), `/usr/local/cuda/bin/nvcc`,
-//!   and `.venv-nvcc` in the crate root (what `scripts/dev-env.sh` installs).
-//! - `SIZED_READBACK_CUDA_ARCHS`: comma-separated compute capabilities to build machine
-//!   code for (e.g. `80,90`). Default: 70, 75, 80, 86, 89, 90, minus those the installed
-//!   `nvcc` cannot build. PTX for the newest one is always embedded too, for newer GPUs.
+//! - `NVCC`: path of the `nvcc` to use. Otherwise `CUDA_HOME`/`CUDA_PATH` (`bin/nvcc`), `nvcc`
+//!   on `PATH`, `/usr/local/cuda/bin/nvcc`, the `nvidia-cuda-nvcc` wheel of an active Python
+//!   environment (`VIRTUAL_ENV`, `CONDA_PREFIX`), and `.venv-nvcc` in the crate root (what
+//!   `scripts/dev-env.sh` installs).
+//! - `SIZED_READBACK_CUDA_ARCHS`: comma-separated compute capabilities to build machine code
+//!   for (e.g. `80,90`). Default: 70, 75, 80, 86, 89, 90, minus those the `nvcc` cannot build.
+//!   PTX for the newest one is always embedded too, for newer GPUs.
+//! - `LIBCLANG_PATH`: where bindgen finds libclang, if not in the usual places.
+//!
+//! Dependents' build scripts find the device headers (`sized_readback/append.cuh`,
+//! `sized_readback/slot.h`) in `DEP_SIZED_READBACK_INCLUDE` (Cargo `links` metadata).
 use anyhow::{bail, Context, Result};
 use std::env;
 use std::fs;
@@ -26,23 +32,60 @@ fn main() {
 fn run() -> Result<()> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
     let out = PathBuf::from(env::var("OUT_DIR")?);
-    let csrc = root.join("csrc");
+    let include = root.join("include");
     println!("cargo:rerun-if-changed=csrc");
+    println!("cargo:rerun-if-changed=include/sized_readback");
     for var in [
         "NVCC",
         "CUDA_HOME",
         "CUDA_PATH",
         "SIZED_READBACK_CUDA_ARCHS",
         "PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "LIBCLANG_PATH",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
+    // For dependents' build scripts: DEP_SIZED_READBACK_INCLUDE.
+    println!("cargo:include={}", include.display());
 
-    let header = csrc.join("sized_readback.h");
-    generate_bindings(&header, &out.join("slot_abi.rs"))?;
+    generate_bindings(
+        &include.join("sized_readback/slot.h"),
+        &out.join("slot_abi.rs"),
+    )?;
 
-    let mut sources: Vec<PathBuf> = fs::read_dir(&csrc)
-        .with_context(|| format!("reading {}", csrc.display()))?
+    let nvcc = find_nvcc(&root)?;
+    let archs = pick_archs(&nvcc)?;
+    let newest = *archs.iter().max().expect("at least one arch");
+    let testing = env::var_os("CARGO_FEATURE_TESTING").is_some();
+    // The library's fatbin and (with `testing`) the test kernels' fatbin, compiled at once.
+    let library = (cu_files(&root.join("csrc"))?, out.join("library.fatbin"));
+    let tests = (
+        cu_files(&root.join("csrc/testing"))?,
+        out.join("testing.fatbin"),
+    );
+    std::thread::scope(|s| -> Result<()> {
+        let lib = s.spawn(|| fatbin(&nvcc, &include, &library.0, &archs, &library.1));
+        if testing {
+            // Test kernels: machine code for the newest GPU only, PTX for the rest (JIT).
+            fatbin(&nvcc, &include, &tests.0, &[newest], &tests.1)?;
+        } else {
+            fs::write(&tests.1, b"")?;
+        }
+        lib.join().expect("nvcc thread")
+    })?;
+    let list: Vec<String> = archs.iter().map(|a| format!("sm_{a}")).collect();
+    println!(
+        "cargo:rustc-env=SIZED_READBACK_ARCHS={} +compute_{newest}",
+        list.join(",")
+    );
+    Ok(())
+}
+
+fn cu_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
         .collect();
@@ -50,31 +93,42 @@ fn run() -> Result<()> {
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());
     }
+    Ok(sources)
+}
 
-    let nvcc = find_nvcc(&root)?;
-    let archs = pick_archs(&nvcc)?;
-    // One translation unit that includes every .cu file, so one fatbin holds every kernel.
-    let unit = out.join("all_kernels.cu");
+/// One translation unit that includes every file of `sources`, compiled into `dest`.
+fn fatbin(
+    nvcc: &Path,
+    include: &Path,
+    sources: &[PathBuf],
+    archs: &[u32],
+    dest: &Path,
+) -> Result<()> {
+    let unit = dest.with_extension("cu");
     let mut text = String::from("// generated by build.rs\n");
-    for s in &sources {
+    for s in sources {
         text.push_str(&format!("#include \"{}\"\n", s.display()));
     }
     fs::write(&unit, text)?;
-    let fatbin = out.join("sized_readback.fatbin");
-    let mut cmd = Command::new(&nvcc);
+    let mut cmd = Command::new(nvcc);
     cmd.arg("-fatbin")
         .arg("-O3")
         .arg("-std=c++17")
+        .arg("--threads=0")
         .arg("-I")
-        .arg(&csrc);
-    for a in &archs {
+        .arg(include);
+    for a in archs {
         cmd.arg(format!("-gencode=arch=compute_{a},code=sm_{a}"));
     }
     let newest = archs.iter().max().expect("at least one arch");
     cmd.arg(format!(
         "-gencode=arch=compute_{newest},code=compute_{newest}"
     ));
-    cmd.arg(&unit).arg("-o").arg(&fatbin);
+    if archs.len() == 1 && *newest > 75 {
+        // A fatbin for one GPU generation still runs (JIT) on every supported one.
+        cmd.arg("-gencode=arch=compute_75,code=compute_75");
+    }
+    cmd.arg(&unit).arg("-o").arg(dest);
     let output = cmd
         .output()
         .with_context(|| format!("running {}", nvcc.display()))?;
@@ -86,17 +140,16 @@ fn run() -> Result<()> {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let list: Vec<String> = archs.iter().map(|a| format!("sm_{a}")).collect();
-    println!(
-        "cargo:rustc-env=SIZED_READBACK_ARCHS={} +compute_{newest}",
-        list.join(",")
-    );
     Ok(())
 }
 
+const LIBCLANG_HINT: &str = "bindgen needs libclang (libclang.so; libclang-cpp.so is another \
+    library): on Debian/Ubuntu `apt-get install libclang-dev`, or run `bash scripts/dev-env.sh`, \
+    or set LIBCLANG_PATH to the directory that holds libclang.so";
+
 fn generate_bindings(header: &Path, dest: &Path) -> Result<()> {
     println!("cargo:rerun-if-changed={}", header.display());
-    let bindings = bindgen::Builder::default()
+    let builder = bindgen::Builder::default()
         .header(header.to_string_lossy())
         .allowlist_type("srb_.*")
         .allowlist_var("SRB_.*")
@@ -104,22 +157,44 @@ fn generate_bindings(header: &Path, dest: &Path) -> Result<()> {
         .default_enum_style(bindgen::EnumVariation::Consts)
         .derive_default(true)
         .derive_debug(true)
-        .layout_tests(true)
-        .generate()
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "bindgen could not read {}: {e}\n\
-                 bindgen needs libclang: on Debian/Ubuntu `apt-get install libclang-dev`, \
-                 or run `bash scripts/dev-env.sh`",
-                header.display()
-            )
-        })?;
+        .layout_tests(true);
+    // bindgen panics (with a backtrace) when it cannot load libclang: turn that into an error
+    // that says what to install, as for a missing nvcc.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let generated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate()));
+    std::panic::set_hook(hook);
+    let bindings = match generated {
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            bail!("bindgen could not load libclang ({what}).\n{LIBCLANG_HINT}")
+        }
+        Ok(Err(e)) => bail!(
+            "bindgen could not read {}: {e}\n{LIBCLANG_HINT}",
+            header.display()
+        ),
+        Ok(Ok(b)) => b,
+    };
     bindings.write_to_file(dest)?;
     Ok(())
 }
 
+/// Where `pip install nvidia-cuda-nvcc` puts nvcc under a Python prefix (`lib/python3.*`).
+fn pip_nvcc_under(prefix: &Path, out: &mut Vec<PathBuf>) {
+    if let Ok(libs) = fs::read_dir(prefix.join("lib")) {
+        for lib in libs.flatten() {
+            for cu in ["cu13", "cu12", "cuda_nvcc"] {
+                out.push(lib.path().join("site-packages/nvidia").join(cu).join("bin/nvcc"));
+            }
+        }
+    }
+}
+
 fn find_nvcc(root: &Path) -> Result<PathBuf> {
-    let mut tried = Vec::new();
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = env::var_os("NVCC") {
         candidates.push(PathBuf::from(p));
@@ -129,21 +204,17 @@ fn find_nvcc(root: &Path) -> Result<PathBuf> {
             candidates.push(PathBuf::from(p).join("bin").join("nvcc"));
         }
     }
-    // The cc crate's CUDA support looks the compiler up on PATH.
-    if let Ok(tool) = cc::Build::new()
-        .cuda(true)
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .try_get_compiler()
-    {
-        candidates.push(tool.path().to_path_buf());
+    if let Some(path) = env::var_os("PATH") {
+        candidates.extend(env::split_paths(&path).map(|d| d.join("nvcc")));
     }
     candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    if let Ok(libs) = fs::read_dir(root.join(".venv-nvcc").join("lib")) {
-        for lib in libs.flatten() {
-            candidates.push(lib.path().join("site-packages/nvidia/cu13/bin/nvcc"));
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(p) = env::var_os(var) {
+            pip_nvcc_under(Path::new(&p), &mut candidates);
         }
     }
+    pip_nvcc_under(&root.join(".venv-nvcc"), &mut candidates);
+    let mut tried = Vec::new();
     for c in candidates {
         let ok = Command::new(&c)
             .arg("--version")
@@ -152,15 +223,24 @@ fn find_nvcc(root: &Path) -> Result<PathBuf> {
         if ok {
             return Ok(c);
         }
-        tried.push(c.display().to_string());
+        if c.exists() {
+            tried.push(format!("{} (does not run)", c.display()));
+        }
     }
     bail!(
-        "no working nvcc found (tried: {}).\n\
-         sized-readback compiles its CUDA kernels at build time. Either\n\
-         - install the CUDA toolkit (e.g. `apt-get install nvidia-cuda-toolkit`) and set CUDA_HOME, or\n\
-         - run `bash scripts/dev-env.sh`, which installs nvcc 13.0 from PyPI into .venv-nvcc, or\n\
-         - set NVCC=/path/to/nvcc.",
-        tried.join(", ")
+        "no working nvcc found{}.\n\
+         sized-readback compiles its CUDA kernels when it is built. Either\n\
+         - set NVCC=/path/to/nvcc (or CUDA_HOME to a CUDA toolkit), or\n\
+         - install the CUDA toolkit (nvcc on PATH or in /usr/local/cuda), or\n\
+         - install nvcc from PyPI into the active Python environment:\n\
+           pip install nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
+         nvidia-cuda-runtime==13.0.96\n\
+           (then build with that environment active, or set NVCC to its nvidia/cu13/bin/nvcc).",
+        if tried.is_empty() {
+            String::new()
+        } else {
+            format!(" (found but failed: {})", tried.join(", "))
+        }
     )
 }
 

@@ -7,7 +7,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaStream};
-use sized_readback::kernels::{Kernel, LaunchShape, Module};
+use sized_readback::testing::{Kernel, Kernels as Module};
+use sized_readback::LaunchShape;
 use sized_readback::pinned::{DeviceBuffer, PinnedBuffer};
 use sized_readback::{Readback, ReadbackConfig, Transport, WaitMode};
 use std::ffi::c_void;
@@ -83,13 +84,12 @@ impl Rig {
         // SAFETY: d_data holds 16M doubles and d_count one i32 of this context, rewritten
         // only by the next producer on the same stream.
         let t = unsafe {
-            rb.enqueue_raw::<i32>(
+            rb.enqueue_raw(
                 &self.stream,
                 None,
                 self.d_data.ptr(),
                 16 * M,
-                self.d_count.ptr(),
-            )
+                sized_readback::RawCount::i32(self.d_count.ptr()),)
         }
         .expect("enqueue");
         let r = t.wait().expect("readback");

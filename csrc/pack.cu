@@ -1,22 +1,28 @@
-// pack.cu: the readback kernel. Reads the device-resident count, copies that many elements
-// of every column into one slot, and writes the slot's trailer last.
+// pack.cu: the readback kernel. Reads the device-resident count, copies that many elements of
+// every column into one slot, and writes the slot's trailer last.
 //
 // Launch: SRB_PACK_THREADS threads per block, any grid >= 1. Only the first `active` blocks
-// work, where `active` grows with the bytes to copy (SRB_BYTES_PER_BLOCK each, one block up
-// to SRB_PACK_SINGLE_BLOCK_BYTES), so a small count costs one block whatever the capacity.
+// work, where `active` grows with the bytes to copy (SRB_BYTES_PER_BLOCK each, one block up to
+// SRB_PACK_SINGLE_BLOCK_BYTES), so a small count costs one block whatever the capacity.
 //
-// Memory model (PTX ISA, "Memory Consistency Model"):
-// - Each working block: all threads store their data, __syncthreads(), then thread 0 runs a
-//   system-scope fence (with one block, the trailer's fence below is that fence). A fence is
-//   cumulative: it orders every store that precedes it in causality order, and the barrier
-//   puts the other threads' stores there. This is the pattern of cooperative groups' grid
-//   sync, at system scope.
-// - With several blocks, thread 0 then increments the slot's departure counter; the block
-//   that arrives last is the only one to write the trailer (its trailer fence is also the
-//   acquire of the other blocks' releases).
-// - The trailer's count and status are stored, then a system fence, then `seq` with a
-//   volatile store. A host that observes `seq` sees everything before it.
-#include "sized_readback.h"
+// Memory model (PTX ISA, "Memory Consistency Model"; the operations are named in append.cuh):
+// - Each working block: all threads store their data, __syncthreads(), then thread 0 runs
+//   fence.sc.sys (with one block, the trailer's fence below is that fence). A fence is
+//   cumulative: it orders every store that precedes it in causality order, and the barrier puts
+//   the other threads' stores there. This is cooperative groups' grid-sync pattern at system
+//   scope.
+// - With several blocks, thread 0 then increments the slot's departure counter; the block that
+//   arrives last is the only one to write the trailer (its fence after the atomic is the acquire
+//   of the other blocks' releases).
+// - The trailer's count and status are stored, then fence.sc.sys, then `seq` with one naturally
+//   aligned 8-byte st.relaxed.sys: single-copy atomic (PTX ISA: aligned accesses of up to 8
+//   bytes are performed as single accesses), so the host sees the old or the new `seq`, and a
+//   host that observes the new one with acquire semantics sees everything before it.
+// - Device-sequenced mode (graph replay): the previous readback of the ring published the
+//   sequence counter with st.release.gpu after its trailer; this kernel reads it with
+//   ld.acquire.gpu, and reads the host's released_seq with ld.acquire.sys (the host stores it
+//   with Release order). A dropped readback's overrun word is stored after fence.sc.sys too.
+#include "sized_readback/append.cuh"
 
 #define SRB_DEVICE __device__ __forceinline__
 
@@ -77,8 +83,7 @@ SRB_DEVICE void srb_copy_words(unsigned char* __restrict__ dst, const unsigned c
 }
 
 // dst is SRB_COLUMN_ALIGN-aligned; the source alignment picks the widest word both allow.
-SRB_DEVICE void srb_copy(unsigned char* dst, const unsigned char* src, uint64_t nbytes, uint64_t tid,
-                         uint64_t stride) {
+SRB_DEVICE void srb_copy(unsigned char* dst, const unsigned char* src, uint64_t nbytes, uint64_t tid, uint64_t stride) {
     const uint64_t a = (uint64_t)src;
     if ((a & 15) == 0)
         srb_copy_words<uint4>(dst, src, nbytes, tid, stride);
@@ -93,7 +98,7 @@ SRB_DEVICE void srb_copy(unsigned char* dst, const unsigned char* src, uint64_t 
 }
 
 extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const srb_pack_params p) {
-    __shared__ uint32_t s_may_write;
+    __shared__ srb::detail::SlotChoice s_choice;
     srb_wait_for_producer();
 
     uint64_t raw, n;
@@ -109,46 +114,22 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const sr
     // Blocks past `active` have nothing to copy and leave at once.
     // Up to SRB_PACK_SINGLE_BLOCK_BYTES one block does it all: it then needs one system fence
     // and no departure counter, which beats 8 blocks at 32 KiB (measured on an H200: 9.9 vs
-    // 10.4 us, enqueue to trailer, in examples/compare's grid probe).
+    // 10.4 us, enqueue to trailer, in the comparison harness's grid probe).
     const uint64_t bytes = copy_n * row_bytes;
     const uint64_t want =
         bytes <= SRB_PACK_SINGLE_BLOCK_BYTES ? 1 : (bytes + SRB_BYTES_PER_BLOCK - 1) / SRB_BYTES_PER_BLOCK;
     const uint32_t active = (uint32_t)(want < 1 ? 1 : (want > gridDim.x ? gridDim.x : want));
     if (blockIdx.x >= active) return;
 
-    // Device-sequenced mode (graph replay): the kernel before this one on the same readback
-    // stored its sequence number in seq_counter; kernel boundaries make it visible here.
-    const bool device_seq = p.seq_counter != 0;
-    const uint64_t seq = device_seq ? *reinterpret_cast<const volatile uint64_t*>(p.seq_counter) + 1 : p.seq;
-    const uint32_t slot = device_seq ? (uint32_t)((seq - 1) % p.num_slots) : p.slot;
-    srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(p.slot_sync) + slot;
-    unsigned char* slot_base = reinterpret_cast<unsigned char*>(p.slots) + (uint64_t)slot * p.slot_stride;
-
-    if (threadIdx.x == 0) {
-        uint32_t may_write = 1;
-        if (device_seq) {
-            // The host may release a slot while this kernel runs, so blocks must not each read
-            // the release word: the first block to arrive decides for all and publishes it.
-            if (atomicAdd(&sync->arrivals, 1u) == 0) {
-                const srb_ring_ctl* ctl = reinterpret_cast<const srb_ring_ctl*>(p.ring_ctl);
-                uint64_t released = *reinterpret_cast<const volatile uint64_t*>(&ctl->released_seq);
-                may_write = seq <= released + p.num_slots ? 1u : 0u;
-                __threadfence();
-                atomicExch(reinterpret_cast<unsigned long long*>(&sync->decision),
-                           (unsigned long long)((seq << 1) | may_write));
-            } else {
-                // The deciding block is already resident, so this wait cannot deadlock.
-                uint64_t d;
-                while (((d = *reinterpret_cast<volatile uint64_t*>(&sync->decision)) >> 1) != seq) __nanosleep(32);
-                may_write = (uint32_t)(d & 1);
-            }
-        }
-        s_may_write = may_write;
-    }
+    srb_slot_sync* syncs = reinterpret_cast<srb_slot_sync*>(p.slot_sync);
+    if (threadIdx.x == 0)
+        s_choice = srb::detail::choose_slot(p.seq, p.slot, p.seq_counter, p.ring_ctl, syncs, p.num_slots);
     __syncthreads();
-    const bool may_write = s_may_write != 0;
+    const srb::detail::SlotChoice choice = s_choice;
+    srb_slot_sync* sync = syncs + choice.slot;
+    unsigned char* slot_base = reinterpret_cast<unsigned char*>(p.slots) + (uint64_t)choice.slot * p.slot_stride;
 
-    if (may_write && copy_n != 0) {
+    if (choice.may_write && copy_n != 0) {
         const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
         const uint64_t stride = (uint64_t)active * blockDim.x;
         for (uint32_t c = 0; c < p.num_columns; ++c) {
@@ -162,30 +143,11 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const sr
 
     if (active > 1) {
         // Release this block's stores (cumulative over the barrier above) at system scope,
-        // then count the block out: only the last block to leave goes on.
-        __threadfence_system();
+        // then count the block out: only the last block to leave goes on, and its fence in
+        // publish() is also the acquire of the other blocks' releases.
+        srb::detail::fence_sc_sys();
         if (atomicAdd(&sync->departures, 1u) != active - 1) return;
     }
-
-    // Last (or only) block, thread 0: the trailer. One system fence orders everything before
-    // `seq`: this block's data (cumulative over the barrier above), the trailer's other
-    // fields and, with several blocks, the other blocks' data (each released by its block's
-    // fence before its atomicAdd, which this block's atomicAdd read, so this fence is also
-    // the acquire). A single block thus pays one system fence, several blocks two in a row.
-    srb_trailer* t = reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset);
-    if (may_write) {
-        t->count_raw = raw;
-        t->count_copied = copy_n;
-        t->status = status;
-        t->magic = SRB_TRAILER_MAGIC;
-        __threadfence_system(); // data (every block's), count and status before seq
-        *reinterpret_cast<volatile uint64_t*>(&t->seq) = seq;
-    } else {
-        srb_ring_ctl* ctl = reinterpret_cast<srb_ring_ctl*>(p.ring_ctl);
-        *reinterpret_cast<volatile uint64_t*>(&ctl->overrun_seq) = seq;
-    }
-    // Scratch back to zero for the next pack into this slot (ordered by the kernel boundary).
-    sync->departures = 0;
-    sync->arrivals = 0;
-    if (device_seq) *reinterpret_cast<volatile uint64_t*>(p.seq_counter) = seq;
+    srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), raw, copy_n, status,
+                         sync, p.seq_counter, p.ring_ctl);
 }

@@ -6,7 +6,7 @@
 //! ```
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use sized_readback::seed::{self, SeedOptions, SeedStrategy};
+use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
 use sized_readback::Transport;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

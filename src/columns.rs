@@ -35,18 +35,22 @@
 //! column: a count above the capacity ([`Error::CountExceedsCapacity`]), a negative count
 //! ([`Error::NegativeCount`]) or a count above any column's source length
 //! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
-use crate::element::{CountKind, CountType, Element};
+use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::element::{CountType, Element};
+use crate::engine::host::HostEngine;
+use crate::engine::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS};
+use crate::engine::ticket::{Fill, TicketCore};
+use crate::engine::view::SlotView;
+use crate::engine::{ColumnSource, RawCount, Sources};
 use crate::error::{Error, Result};
-use crate::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS};
-use crate::readback::{ColumnSource, Engine, ReadbackConfig, Transport, WaitMode};
-use crate::ring::Lease;
-use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent};
+use crate::raw::module::LaunchShape;
+use cudarc::driver::sys::{CUcontext, CUdeviceptr};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
 use std::any::TypeId;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// One declared column: its element size and, for typed columns, its Rust type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +187,7 @@ impl ColumnSchema {
         let mut order: [Option<&Source<'_>>; MAX_COLUMNS] = [None; MAX_COLUMNS];
         for s in sources {
             if s.schema != self.id || s.column >= n {
-                return Err(Error::config(format!(
+                return Err(Error::schema(format!(
                     "a source was bound with the handle of column {} of another schema",
                     s.column
                 )));
@@ -194,7 +198,7 @@ impl ColumnSchema {
                 None => spec.elem_size == s.elem_size,
             };
             if !fits {
-                return Err(Error::config(format!(
+                return Err(Error::schema(format!(
                     "column {} holds {} ({} bytes), but its source holds {} ({} bytes)",
                     s.column,
                     spec.type_name.unwrap_or("untyped elements"),
@@ -204,11 +208,11 @@ impl ColumnSchema {
                 )));
             }
             if order[s.column].replace(s).is_some() {
-                return Err(Error::config(format!("column {} is bound twice", s.column)));
+                return Err(Error::schema(format!("column {} is bound twice", s.column)));
             }
         }
         if let Some(missing) = (0..n).find(|&i| order[i].is_none()) {
-            return Err(Error::config(format!("column {missing} has no source")));
+            return Err(Error::schema(format!("column {missing} has no source")));
         }
         Ok(order)
     }
@@ -216,7 +220,7 @@ impl ColumnSchema {
     /// Checks that column `index` may be viewed as `[T]`.
     fn check_type<T: Element>(&self, index: usize) -> Result<()> {
         let spec = self.specs.get(index).ok_or_else(|| {
-            Error::config(format!(
+            Error::schema(format!(
                 "column {index} does not exist: the readback has {} column(s)",
                 self.specs.len()
             ))
@@ -231,7 +235,7 @@ impl ColumnSchema {
         if ok {
             Ok(())
         } else {
-            Err(Error::config(format!(
+            Err(Error::schema(format!(
                 "column {index} holds {} ({} bytes), not {} ({} bytes)",
                 spec.type_name.unwrap_or("untyped elements"),
                 spec.elem_size,
@@ -307,13 +311,13 @@ impl std::fmt::Debug for Source<'_> {
 }
 
 /// A cudarc device buffer with its element type erased (the handle checked it).
-trait ErasedDevicePtr {
+pub(crate) trait ErasedDevicePtr {
     fn len(&self) -> usize;
     fn context(&self) -> CUcontext;
     fn device_ptr<'s>(&'s self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>);
 }
 
-struct Typed<'a, T, D>(&'a D, PhantomData<fn() -> T>);
+pub(crate) struct Typed<'a, T, D>(pub(crate) &'a D, pub(crate) PhantomData<fn() -> T>);
 
 impl<T, D: DevicePtr<T>> ErasedDevicePtr for Typed<'_, T, D> {
     fn len(&self) -> usize {
@@ -327,11 +331,84 @@ impl<T, D: DevicePtr<T>> ErasedDevicePtr for Typed<'_, T, D> {
     }
 }
 
+
+/// The safe enqueue shared by every façade: checks, joins `after`, refuses a capturing stream,
+/// then binds the buffers through cudarc's event tracking (which orders the pack after earlier
+/// cudarc writes, and later cudarc writes after it) and launches the pack.
+pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
+    engine: &Arc<HostEngine>,
+    stream: &CudaStream,
+    after: Option<&CudaEvent>,
+    sources: &[&dyn ErasedDevicePtr],
+    count: &C,
+) -> Result<TicketCore> {
+    let slots = engine.slots();
+    slots.check_stream(stream)?;
+    let after = after.map(|e| slots.check_event(e)).transpose()?;
+    let ctx = slots.context().cu_ctx();
+    if sources.iter().any(|s| s.context() != ctx) {
+        return Err(Error::ForeignContext {
+            what: "a column's data",
+        });
+    }
+    if count.stream().context().cu_ctx() != ctx {
+        return Err(Error::ForeignContext { what: "the count" });
+    }
+    if count.len() == 0 {
+        return Err(Error::BadPointer {
+            what: "the count (an empty buffer)",
+            addr: 0,
+            align: K::KIND.size(),
+        });
+    }
+    // SAFETY: the stream and event belong to this context (checked above). Before cudarc's
+    // event tracking (the guards below) can put its waits into a capture.
+    unsafe { engine.prepare(stream.cu_stream(), after)? };
+    // An error cudarc stashed before this call is not this call's: set it aside, and put it
+    // back afterwards for whichever cudarc call reports it next.
+    let earlier = slots.context().check_err();
+    let lease = {
+        // The guards make `stream` wait for earlier cudarc writes now, and record this read
+        // when they drop, after the launch.
+        let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 1] = Default::default();
+        let mut cols = [ColumnSource::default(); MAX_COLUMNS];
+        for (i, s) in sources.iter().enumerate() {
+            let (ptr, g) = s.device_ptr(stream);
+            guards[i] = Some(g);
+            cols[i] = ColumnSource { ptr, len: s.len() };
+        }
+        let (cptr, g) = count.device_ptr(stream);
+        guards[MAX_COLUMNS] = Some(g);
+        let cols = &cols[..sources.len()];
+        let raw = RawCount::new(cptr, K::KIND);
+        slots.check_sources(cols, raw)?;
+        // SAFETY: the stream and buffers belong to this context (checked above); cudarc keeps
+        // them allocated while borrowed, and its event tracking orders later writes after this
+        // read (or, with tracking disabled, the caller promised cudarc to order them); each
+        // length is the buffer's true length.
+        let lease = unsafe { engine.enqueue_prepared(stream.cu_stream(), cols, raw)? };
+        (lease, Sources::new(cols))
+    };
+    let (lease, sources) = lease;
+    let ticket = engine.ticket(
+        lease,
+        Fill::Pack {
+            kind: K::KIND,
+            lens: sources.lens(),
+        },
+    );
+    // The guards recorded their events as they dropped; cudarc stashes a failure there.
+    let ours = slots.context().check_err();
+    slots.context().record_err(earlier);
+    ours.map_err(Error::cuda("cuEventRecord (cudarc's tracking of a source buffer)"))?;
+    Ok(ticket)
+}
+
 /// Reads back several device arrays that share one device-resident count, in one kernel
 /// launch, into one slot with one trailer. `Send` and `Sync`, like [`crate::Readback`].
 #[derive(Debug)]
 pub struct ColumnReadback {
-    engine: Arc<Engine>,
+    engine: RwLock<Arc<HostEngine>>,
     schema: Arc<ColumnSchema>,
 }
 
@@ -348,9 +425,16 @@ impl ColumnReadback {
     ) -> Result<Self> {
         schema.validate()?;
         Ok(ColumnReadback {
-            engine: Engine::new(ctx, &schema.elem_sizes(), &config)?,
+            engine: RwLock::new(HostEngine::new(ctx, &schema.elem_sizes(), &config, false)?),
             schema: Arc::new(schema.clone()),
         })
+    }
+
+    pub(crate) fn engine(&self) -> Arc<HostEngine> {
+        self.engine
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The columns.
@@ -359,44 +443,64 @@ impl ColumnReadback {
     }
     /// Rows (elements of every column) one slot holds.
     pub fn capacity(&self) -> usize {
-        self.engine.layout().capacity()
+        self.engine().slots().layout().capacity()
     }
     /// Number of slots.
     pub fn slots(&self) -> usize {
-        self.engine.slots()
+        self.engine().slots().num_slots()
     }
     /// Slots currently held by tickets.
     pub fn slots_in_use(&self) -> usize {
-        self.engine.held()
+        self.engine().held()
     }
     /// The transport.
     pub fn transport(&self) -> Transport {
-        self.engine.transport()
+        self.engine().transport()
     }
     /// The wait mode in effect (never `Auto`).
     pub fn wait_mode(&self) -> WaitMode {
-        self.engine.wait_mode()
+        self.engine().slots().wait_mode()
     }
     /// The slot layout (one region per column, then the trailer).
-    pub fn layout(&self) -> &SlotLayout {
-        self.engine.layout()
+    pub fn layout(&self) -> SlotLayout {
+        self.engine().slots().layout().clone()
+    }
+    /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch).
+    pub fn launch_shape(&self) -> LaunchShape {
+        self.engine().slots().launch_shape()
     }
     /// The context.
-    pub fn context(&self) -> &Arc<CudaContext> {
-        self.engine.context()
+    pub fn context(&self) -> Arc<CudaContext> {
+        self.engine().context().clone()
+    }
+
+    /// Replaces the slots with ones of `capacity` rows, keeping the other settings. Tickets
+    /// already handed out keep the old slots alive until they are dropped; enqueues racing
+    /// with it on other threads use the old slots or the new. Use after
+    /// [`Error::CountExceedsCapacity`]: the device data is untouched, so enqueue again.
+    pub fn grow(&self, capacity: usize) -> Result<()> {
+        let old = self.engine();
+        let mut config = old.slots().config().clone();
+        config.capacity = capacity;
+        let new = HostEngine::new(old.context(), &self.schema.elem_sizes(), &config, false)?;
+        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
     }
 
     /// Enqueues a readback of `count` rows of every column on `stream`, after the work
     /// already in it. `sources` binds each column exactly once, in any order. Returns at once.
     ///
     /// cudarc's event tracking orders the kernel after earlier cudarc writes to the buffers
-    /// and later cudarc writes after this read.
+    /// and later cudarc writes after this read. With tracking disabled
+    /// (`CudaContext::disable_event_tracking`), the caller orders them: nothing may write the
+    /// buffers or free them until the ticket's readback is complete unless it is enqueued on
+    /// `stream` after this call.
     ///
-    /// Errors: [`Error::InvalidConfig`] when a column is missing, bound twice, bound with a
+    /// Errors: [`Error::SchemaMismatch`] when a column is missing, bound twice, bound with a
     /// handle of another schema, or bound to a buffer of another element type than the
-    /// readback declares for it (checked before any driver call); [`Error::ForeignContext`];
-    /// [`Error::SlotsExhausted`]; [`Error::Cuda`]. The count's own errors come from the
-    /// ticket's wait.
+    /// readback declares for it (checked before any driver call); [`Error::StreamCapturing`];
+    /// [`Error::ForeignContext`]; [`Error::SlotsExhausted`]; [`Error::Cuda`]. The count's own
+    /// errors come from the ticket's wait.
     pub fn enqueue<C, K>(
         &self,
         stream: &CudaStream,
@@ -423,16 +527,13 @@ impl ColumnReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        if after.context().cu_ctx() != self.engine.context().cu_ctx() {
-            return Err(Error::ForeignContext { what: "the event" });
-        }
-        self.enqueue_inner(stream, Some(after.cu_event()), sources, count)
+        self.enqueue_inner(stream, Some(after), sources, count)
     }
 
     fn enqueue_inner<C, K>(
         &self,
         stream: &CudaStream,
-        after: Option<CUevent>,
+        after: Option<&CudaEvent>,
         sources: &[Source<'_>],
         count: &C,
     ) -> Result<ColumnTicket>
@@ -443,51 +544,18 @@ impl ColumnReadback {
         // The element types first: a buffer's length counts elements of the column's size
         // only if it holds the column's type.
         let order = self.schema.bind(sources)?;
-        self.engine.check_stream(stream)?;
-        // Before cudarc's event tracking (the guards below) puts its waits into a capture.
-        self.engine
-            .join_after_and_check(stream.cu_stream(), after)?;
-        let ctx = self.engine.context().cu_ctx();
-        let n = self.schema.len();
-        if sources.iter().any(|s| s.data.context() != ctx) {
-            return Err(Error::ForeignContext {
-                what: "a column's data",
-            });
+        let mut erased: [&dyn ErasedDevicePtr; MAX_COLUMNS] = [&NoBuffer; MAX_COLUMNS];
+        for (i, s) in order.iter().take(self.schema.len()).enumerate() {
+            erased[i] = &*s.expect("bind checked every column").data;
         }
-        if count.stream().context().cu_ctx() != ctx {
-            return Err(Error::ForeignContext { what: "the count" });
-        }
-        if count.len() == 0 {
-            return Err(Error::BadPointer {
-                what: "the count (an empty buffer)",
-                addr: 0,
-                align: K::KIND.size(),
-            });
-        }
-        // The guards make `stream` wait for earlier cudarc writes now and record this read
-        // when they drop, after the launch.
-        let mut guards = Vec::with_capacity(n + 1);
-        let mut columns = [ColumnSource { ptr: 0, len: 0 }; MAX_COLUMNS];
-        for (i, s) in order.iter().take(n).enumerate() {
-            let s = s.expect("checked above");
-            let (ptr, guard) = s.data.device_ptr(stream);
-            guards.push(guard);
-            columns[i] = ColumnSource {
-                ptr,
-                len: s.data.len(),
-            };
-        }
-        let (cptr, count_guard) = count.device_ptr(stream);
-        guards.push(count_guard);
-        // SAFETY: the stream and buffers belong to this context (checked above); cudarc keeps
-        // them allocated while borrowed and orders later writes after this read (the guards);
-        // each length is the buffer's true length.
-        let lease = unsafe {
-            self.engine
-                .enqueue_joined(stream.cu_stream(), &columns[..n], cptr, K::KIND)?
-        };
-        drop(guards);
-        Ok(self.ticket(lease, K::KIND, &columns[..n]))
+        let core = enqueue_tracked(
+            &self.engine(),
+            stream,
+            after,
+            &erased[..self.schema.len()],
+            count,
+        )?;
+        Ok(self.ticket(core))
     }
 
     /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
@@ -498,169 +566,124 @@ impl ColumnReadback {
     ///
     /// # Safety
     /// - `sources[i].ptr` addresses at least `sources[i].len` elements of column `i`'s type,
-    ///   and `count` one naturally aligned `K`, in device memory of this context;
+    ///   and `count` one naturally aligned count of its kind, in device memory of this context;
     /// - they stay allocated and unwritten until the readback completes; work that writes
     ///   them next is ordered after it (e.g. enqueued on `stream`);
     /// - `after`, if given, belongs to this context.
-    pub unsafe fn enqueue_raw<K: CountType>(
+    pub unsafe fn enqueue_raw(
         &self,
         stream: &CudaStream,
         after: Option<&CudaEvent>,
         sources: &[ColumnSource],
-        count: CUdeviceptr,
+        count: RawCount,
     ) -> Result<ColumnTicket> {
-        self.engine.check_stream(stream)?;
-        if let Some(e) = after {
-            if e.context().cu_ctx() != self.engine.context().cu_ctx() {
-                return Err(Error::ForeignContext { what: "the event" });
-            }
-        }
-        for s in sources {
-            if s.len > 0 {
-                self.engine.check_raw_pointer("a column's data", s.ptr)?;
-            }
-        }
-        if count != 0 {
-            self.engine.check_raw_pointer("the count", count)?;
-        }
-        let lease = self.engine.enqueue(
-            stream.cu_stream(),
-            after.map(|e| e.cu_event()),
-            sources,
-            count,
-            K::KIND,
-        )?;
-        Ok(self.ticket(lease, K::KIND, sources))
+        let engine = self.engine();
+        engine.slots().check_stream(stream)?;
+        let after = after.map(|e| engine.slots().check_event(e)).transpose()?;
+        // SAFETY: per the contract; the stream and event are of this context (checked).
+        let lease = unsafe { engine.enqueue_raw(stream.cu_stream(), after, sources, count)? };
+        let fill = Fill::Pack {
+            kind: count.kind(),
+            lens: Sources::new(sources).lens(),
+        };
+        Ok(self.ticket(engine.ticket(lease, fill)))
     }
 
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    pub(crate) fn ticket(
-        &self,
-        lease: Lease,
-        kind: CountKind,
-        sources: &[ColumnSource],
-    ) -> ColumnTicket {
-        ColumnTicket {
-            engine: self.engine.clone(),
-            schema: self.schema.clone(),
-            lease,
-            kind,
-            source_lens: sources.iter().map(|s| s.len).collect(),
-        }
+    pub(crate) fn ticket(&self, core: TicketCore) -> ColumnTicket {
+        ColumnTicket::from_core(core, self.schema.clone())
     }
 }
 
-/// One enqueued multi-column readback; holds its slot until dropped. See
-/// [`crate::Ticket`] for the waiting rules, which are the same.
+/// A placeholder for the unused entries of the erased-source array.
+struct NoBuffer;
+impl ErasedDevicePtr for NoBuffer {
+    fn len(&self) -> usize {
+        0
+    }
+    fn context(&self) -> CUcontext {
+        std::ptr::null_mut()
+    }
+    fn device_ptr<'s>(&'s self, _: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
+        unreachable!("placeholders are never bound")
+    }
+}
+
+/// One enqueued multi-column readback; holds its slot until dropped.
+///
+/// Wait on it ([`ColumnTicket::wait`]) or poll it ([`ColumnTicket::try_wait`]), then read the
+/// count and columns through the [`ColumnReadout`] it returns, which borrows the ticket: the
+/// slot is not reused until the ticket is dropped, so a readout's data can never be
+/// overwritten. Dropping a ticket without waiting is fine: the slot's next use waits on the
+/// device for this one, and the memory is freed only after it completes.
 #[derive(Debug)]
 pub struct ColumnTicket {
-    engine: Arc<Engine>,
+    core: TicketCore,
     schema: Arc<ColumnSchema>,
-    lease: Lease,
-    kind: CountKind,
-    source_lens: Vec<usize>,
 }
 
 impl ColumnTicket {
-    /// Sequence number of this readback.
-    pub fn seq(&self) -> u64 {
-        self.lease.seq
+    pub(crate) fn from_core(core: TicketCore, schema: Arc<ColumnSchema>) -> Self {
+        ColumnTicket { core, schema }
     }
-    /// The slot it occupies.
+
+    /// Sequence number of this readback (unique within its readback, from 1).
+    pub fn seq(&self) -> u64 {
+        self.core.seq()
+    }
+    /// The slot it occupies: the next free one after the previous enqueue's, round robin.
     pub fn slot(&self) -> usize {
-        self.lease.slot
+        self.core.slot()
     }
 
     /// Blocks until the readback is complete, then returns its count and columns.
     ///
     /// Errors: the count's errors ([`Error::CountExceedsCapacity`], [`Error::NegativeCount`],
-    /// [`Error::CountExceedsSource`]); [`Error::Cuda`] when the device reports an error.
+    /// [`Error::CountExceedsSource`]); [`Error::Cuda`] when the device reports an error (e.g.
+    /// the producer kernel faulted), never a hang.
     pub fn wait(&self) -> Result<ColumnReadout<'_>> {
-        self.engine.wait(&self.lease, None)?;
-        self.readout()
+        let view = self.core.wait_until(None)?;
+        Ok(ColumnReadout::new(view, &self.schema))
     }
 
     /// Like [`ColumnTicket::wait`], giving up with [`Error::Timeout`] after `timeout`; the
-    /// ticket stays valid.
-    ///
-    /// A timeout too large to add to the current time (e.g. `Duration::MAX`) means no limit.
+    /// ticket stays valid. A timeout too large to add to the current time (e.g.
+    /// `Duration::MAX`) means no limit.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<ColumnReadout<'_>> {
-        self.engine
-            .wait(&self.lease, Instant::now().checked_add(timeout))?;
-        self.readout()
+        let view = self.core.wait_timeout(timeout)?;
+        Ok(ColumnReadout::new(view, &self.schema))
     }
 
     /// The readout if the readback is complete, `None` while it is in flight.
     pub fn try_wait(&self) -> Result<Option<ColumnReadout<'_>>> {
-        if self.engine.is_complete(&self.lease)? {
-            self.readout().map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    fn readout(&self) -> Result<ColumnReadout<'_>> {
-        let count = self
-            .engine
-            .decode(&self.lease, self.kind, &self.source_lens)?;
-        Ok(ColumnReadout::new(
-            &self.engine,
-            &self.schema,
-            self.lease.slot,
-            count,
-            self.lease.seq,
-        ))
-    }
-}
-
-impl Drop for ColumnTicket {
-    fn drop(&mut self) {
-        self.engine.release(&self.lease);
+        Ok(self
+            .core
+            .try_wait()?
+            .map(|v| ColumnReadout::new(v, &self.schema)))
     }
 }
 
 /// The host's view of a completed multi-column readback: the count and every column as a
 /// slice of exactly that many elements, in pinned host memory. Borrows what holds the slot
-/// (a [`ColumnTicket`] or a [`crate::Replay`]).
-#[derive(Debug, Clone, Copy)]
+/// (a [`ColumnTicket`], an [`crate::AppendTicket`] or a [`crate::Replay`]), so no slice of it
+/// outlives the slot. Not `Copy`: it is the borrow.
+#[derive(Debug)]
 pub struct ColumnReadout<'a> {
-    engine: &'a Engine,
+    view: SlotView<'a>,
     schema: &'a ColumnSchema,
-    slot: usize,
-    count: usize,
-    seq: u64,
 }
 
 impl<'a> ColumnReadout<'a> {
-    /// `count` must be the decoded count of a complete readback in `slot` (<= capacity),
-    /// and the slot must stay held for `'a`.
-    pub(crate) fn new(
-        engine: &'a Engine,
-        schema: &'a ColumnSchema,
-        slot: usize,
-        count: usize,
-        seq: u64,
-    ) -> Self {
-        debug_assert!(count <= engine.layout().capacity());
-        ColumnReadout {
-            engine,
-            schema,
-            slot,
-            count,
-            seq,
-        }
+    pub(crate) fn new(view: SlotView<'a>, schema: &'a ColumnSchema) -> Self {
+        ColumnReadout { view, schema }
     }
 
     /// The count the device held (rows in every column).
     pub fn count(&self) -> usize {
-        self.count
+        self.view.rows()
     }
     /// The readback's sequence number.
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.view.seq()
     }
     /// The columns' declarations.
     pub fn schema(&self) -> &'a ColumnSchema {
@@ -679,10 +702,11 @@ impl<'a> ColumnReadout<'a> {
         }
     }
 
-    /// Column `c` as `count` elements of `T`, or an error if `c` belongs to another schema.
+    /// Column `c` as `count` elements of `T`, or [`Error::SchemaMismatch`] if `c` belongs to
+    /// another schema.
     pub fn try_column<T: Element>(&self, c: Column<T>) -> Result<&'a [T]> {
         if c.schema != self.schema.id {
-            return Err(Error::config(format!(
+            return Err(Error::schema(format!(
                 "the handle of column {} belongs to another schema",
                 c.index
             )));
@@ -694,25 +718,19 @@ impl<'a> ColumnReadout<'a> {
     /// typed column) or element size (for a [`ColumnSchema::raw_column`]).
     pub fn column_as<T: Element>(&self, index: usize) -> Result<&'a [T]> {
         self.schema.check_type::<T>(index)?;
-        let ptr = self.engine.column_host_ptr(self.slot, index).cast::<T>();
-        // SAFETY: the readback is complete (acquire taken by the wait), the slot holds `count`
-        // <= capacity elements of the column's type at a 16-byte-aligned offset, T is that
-        // type (or, for raw columns, has its size and an alignment <= 16) and valid for any
-        // bits, and the slot stays held for 'a.
-        Ok(unsafe { std::slice::from_raw_parts(ptr, self.count) })
+        // SAFETY: T is the column's type (or, for raw columns, has its size and an alignment
+        // <= 16) and valid for any bits (Element).
+        Ok(unsafe { self.view.column::<T>(index) })
     }
 
     /// Column `index`'s `count * elem_size` bytes.
     pub fn column_bytes(&self, index: usize) -> Result<&'a [u8]> {
-        let spec = self.schema.columns().get(index).ok_or_else(|| {
-            Error::config(format!(
+        self.view.column_bytes(index).ok_or_else(|| {
+            Error::schema(format!(
                 "column {index} does not exist: the readback has {} column(s)",
                 self.schema.len()
             ))
-        })?;
-        let ptr = self.engine.column_host_ptr(self.slot, index);
-        // SAFETY: as in column_as, viewed as bytes.
-        Ok(unsafe { std::slice::from_raw_parts(ptr, self.count * spec.elem_size) })
+        })
     }
 }
 
@@ -796,7 +814,7 @@ mod tests {
     fn bind_error(schema: &ColumnSchema, sources: &[Source<'_>]) -> String {
         match schema.bind(sources) {
             Ok(_) => panic!("{sources:?} accepted"),
-            Err(e @ Error::InvalidConfig { .. }) => e.to_string(),
+            Err(e @ Error::SchemaMismatch { .. }) => e.to_string(),
             Err(e) => panic!("wrong error {e}"),
         }
     }

@@ -1,5 +1,5 @@
 //! Opening a device without the panics of a missing driver.
-use crate::driver;
+use crate::raw::driver;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaContext;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The types a readback can carry: elements ([`Element`]) and device-resident counts
 //! ([`CountType`]).
-use crate::abi;
+use crate::raw::abi;
 
 /// A type whose values can be read back: the host views the bytes the device wrote as `[Self]`.
 ///
@@ -49,6 +49,16 @@ impl CountKind {
     /// Whether the count type is signed (so a negative count is an error).
     pub const fn is_signed(self) -> bool {
         matches!(self, CountKind::I32 | CountKind::I64)
+    }
+
+    /// The Rust name of the count type (`"i32"`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CountKind::I32 => "i32",
+            CountKind::U32 => "u32",
+            CountKind::I64 => "i64",
+            CountKind::U64 => "u64",
+        }
     }
 
     pub(crate) const fn abi(self) -> u32 {

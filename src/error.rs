@@ -3,6 +3,8 @@ use cudarc::driver::DriverError;
 use std::time::Duration;
 
 /// Everything that can go wrong in a readback, as a value with its context.
+///
+/// Each variant is one kind of failure; the C API gives each its own `SRB_ERR_*` code.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -26,19 +28,48 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
-    /// The readback's configuration is unusable (zero capacity or slots, sizes that overflow).
+    /// The readback's settings are unusable: zero capacity or slots, sizes that overflow, too
+    /// many or no columns, an element aligned to more than 16 bytes, an option the device or
+    /// the embedded kernels cannot honour.
     #[error("invalid readback configuration: {reason}")]
     InvalidConfig {
         /// What is wrong.
         reason: String,
     },
+    /// The buffers bound to an enqueue, or a column read from a readout, do not match the
+    /// readback's columns (missing, doubled, of another schema, of another element type, out of
+    /// range). Checked before any driver call.
+    #[error("the columns do not match the readback: {reason}")]
+    SchemaMismatch {
+        /// What does not match.
+        reason: String,
+    },
+    /// A ticket-based enqueue was given a stream that is capturing a CUDA graph. Its pack would
+    /// replay with a frozen slot and sequence number long after the ticket is gone: record a
+    /// [`crate::GraphReadback`] instead.
+    #[error(
+        "the stream is capturing a CUDA graph: a ticket-based readback cannot be replayed \
+         (record a GraphReadback instead)"
+    )]
+    StreamCapturing,
+    /// A graph readback was asked for a replay before anything was recorded into it.
+    #[error("nothing was recorded on this graph readback: record it before taking replays")]
+    NothingRecorded,
+    /// A graph recording differs from the readback's earlier ones in count type or source
+    /// lengths (the host decodes every replay with the same ones): use a graph readback per
+    /// shape.
+    #[error("every recording of one graph readback is alike: {reason}")]
+    RecordingMismatch {
+        /// What differs.
+        reason: String,
+    },
     /// The device-resident count was larger than the readback's capacity. Nothing was
     /// copied and the device data is untouched: grow the readback and read again.
-    #[error("count {count} exceeds the readback capacity of {capacity} elements")]
+    #[error("count {count} exceeds the readback capacity of {capacity} rows")]
     CountExceedsCapacity {
         /// The count the kernel read.
         count: u64,
-        /// Elements one slot holds.
+        /// Rows one slot holds.
         capacity: usize,
     },
     /// The device-resident count was negative (signed count types).
@@ -47,15 +78,55 @@ pub enum Error {
         /// The count the kernel read.
         count: i64,
     },
-    /// The count was larger than the source buffer: the kernel read nothing past the source.
-    #[error("count {count} exceeds the source buffer's {source_len} elements (column {column})")]
+    /// The count was larger than a source buffer: the kernel read nothing past the source.
+    #[error("count {count} exceeds the {source_len} elements of column {column}'s source")]
     CountExceedsSource {
         /// The count the kernel read.
         count: u64,
-        /// The column whose source is too short.
+        /// The first column whose source is too short.
         column: usize,
         /// Elements in that source.
         source_len: usize,
+    },
+    /// An append kernel appended more rows than one slot holds. The first `capacity` rows are
+    /// in the slot (readable through the ticket), the next `spilled` in the device-side spill
+    /// region (fetch them with the ticket), and `dropped` rows beyond the spill were lost:
+    /// grow the readback (or its spill) to at least `count` and run the kernel again.
+    #[error(
+        "the kernel appended {count} rows: {capacity} are in the slot, {spilled} in the spill \
+         region and {dropped} were dropped"
+    )]
+    AppendOverflow {
+        /// Rows the kernel appended (its true count).
+        count: u64,
+        /// Rows in the slot.
+        capacity: usize,
+        /// Rows in the spill region.
+        spilled: u64,
+        /// Rows lost (beyond capacity plus spill capacity).
+        dropped: u64,
+    },
+    /// The append kernel's stream finished but the readback's trailer was never written: a
+    /// block returned without calling `finish()`, or the kernel used another descriptor.
+    #[error(
+        "append {seq} never finished: its stream is done but no block wrote the trailer (every \
+         block must call finish() once, with this readback's descriptor)"
+    )]
+    AppendUnfinished {
+        /// The readback's sequence number.
+        seq: u64,
+    },
+    /// A block of the append kernel did not match the readback (block size other than its
+    /// `BlockAppend`'s, or columns of other number or sizes) and appended nothing.
+    #[error(
+        "the append kernel does not match the readback: a block's BlockAppend has another block \
+         size or other columns than the readback's {columns} column(s) of {sizes} bytes"
+    )]
+    AppendMisuse {
+        /// Columns of the readback.
+        columns: usize,
+        /// The readback's element sizes, as "8, 4".
+        sizes: String,
     },
     /// A buffer, stream or event belongs to another CUDA context or device than the readback.
     #[error("{what} belongs to another CUDA context or device than this readback")]
@@ -63,8 +134,9 @@ pub enum Error {
         /// Which argument.
         what: &'static str,
     },
-    /// A pointer argument is null or not aligned as its type requires.
-    #[error("{what} is null or not aligned to {align} bytes (address {addr:#x})")]
+    /// A pointer argument is null, not aligned as its type requires, or not device memory the
+    /// driver knows.
+    #[error("{what} is null, misaligned (needs {align}-byte alignment) or unknown to the driver (address {addr:#x})")]
     BadPointer {
         /// Which argument.
         what: &'static str,
@@ -82,7 +154,7 @@ pub enum Error {
         slots: usize,
     },
     /// A wait with a timeout ran out before the readback completed.
-    #[error("the readback did not complete within {waited:?}")]
+    #[error("the readback did not complete within {} µs", waited.as_micros())]
     Timeout {
         /// How long the wait lasted.
         waited: Duration,
@@ -119,6 +191,23 @@ impl Error {
     pub(crate) fn config(reason: impl Into<String>) -> Error {
         Error::InvalidConfig {
             reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn schema(reason: impl Into<String>) -> Error {
+        Error::SchemaMismatch {
+            reason: reason.into(),
+        }
+    }
+
+    /// The count the error reports, if it carries a non-negative one (a count past the
+    /// capacity or a source, an append overflow): what a caller grows the readback to.
+    pub fn count(&self) -> Option<u64> {
+        match self {
+            Error::CountExceedsCapacity { count, .. }
+            | Error::CountExceedsSource { count, .. }
+            | Error::AppendOverflow { count, .. } => Some(*count),
+            _ => None,
         }
     }
 }

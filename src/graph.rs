@@ -1,11 +1,11 @@
-//! Readbacks inside CUDA graphs: record the pack once during stream capture, replay the graph
-//! many times, and consume one fresh readback per replay.
+//! Readbacks inside CUDA graphs: record the pack (or an append kernel) once during stream
+//! capture, replay the graph many times, and consume one fresh readback per replay.
 //!
 //! A graph freezes kernel parameters, so nothing that changes per replay can be a parameter.
-//! A [`GraphReadback`] is *device-sequenced*: every time its pack kernel runs it reads a
-//! device-resident counter (the sequence number of the previous pack), takes `seq = counter +
-//! 1` and `slot = (seq - 1) % slots`, and stores `seq` back when it is done. The host
-//! consumes the readbacks in sequence order with [`GraphReadback::next`].
+//! A [`GraphReadback`] is *device-sequenced*: every time its pack kernel (or append kernel)
+//! runs it reads a device-resident counter (the sequence number of the previous readback),
+//! takes `seq = counter + 1` and `slot = (seq - 1) % slots`, and stores `seq` back when it is
+//! done. The host consumes the readbacks in sequence order with [`GraphReadback::next`].
 //!
 //! # How the host consumes replays
 //!
@@ -17,99 +17,120 @@
 //!   (the slot's previous occupant): a [`Replay`] holds its slot until it is dropped, and
 //!   readbacks not yet taken by `next` count as held too. So up to `slots` replays may run
 //!   ahead of the host; the host never loses a readback it is reading.
-//! - When the host falls further behind, the pack drops the readback (it writes nothing into
+//! - When the host falls further behind, the kernel drops the readback (it writes nothing into
 //!   the held slot) and records its number; `next` then returns [`Error::Overrun`] for each
-//!   dropped `seq`, in order, and moves on. Size `slots` for the most replays the host may
-//!   lag behind.
+//!   dropped `seq`, in order, and moves on. Size `slots` for the most replays the host may lag
+//!   behind.
 //! - Count errors ([`Error::CountExceedsCapacity`] and the others) are returned by `next` for
-//!   that replay, which is then consumed; the next call moves on to the next replay.
+//!   that replay, which is then consumed; the next call moves on to the next replay. An append
+//!   that overflowed ([`Error::AppendOverflow`]) keeps its slot until the next `next` call:
+//!   [`GraphReadback::overflowed`] hands it out, with its first `capacity` rows and its spill.
 //!
-//! The packs of one `GraphReadback` must run one after another: record it on one stream (or
-//! order the recordings with events), and launch the graphs that hold it on one stream. A
+//! The readbacks of one `GraphReadback` must run one after another: record it on one stream
+//! (or order the recordings with events), and launch the graphs that hold it on one stream. A
 //! graph may hold several recordings (each takes its own number). Every recording of one
-//! `GraphReadback` uses the same count type and the same source lengths (the host cannot
-//! tell which recording produced a replay, and decodes each with these); recordings that
-//! differ need a `GraphReadback` each.
+//! `GraphReadback` is alike: packs with the same count type and source lengths (the host
+//! cannot tell which recording produced a replay, and decodes each with these), or append
+//! kernels; recordings that differ need a `GraphReadback` each. Nothing but this contract ties
+//! a graph to the `GraphReadback` it was recorded for: launching it after the readback is
+//! dropped is undefined behaviour, which is why recording is `unsafe`.
 //!
 //! Programmatic dependent launch is off for these packs: one pack's counter store must be
 //! visible to the next pack's load, which only a full kernel boundary guarantees.
 //!
+//! An append kernel that does not finish leaves no trailer and no overrun: in a graph nothing
+//! tells the host that the replay is over, so `next` waits for it; use
+//! [`GraphReadback::next_timeout`] where that can happen.
+//!
 //! # Why raw pointers
 //! Recording a pack inside a capture takes device addresses that every replay reads at some
 //! later time; no Rust borrow can cover that, so [`GraphReadback::record`] takes raw
-//! addresses and is `unsafe`. It also avoids cudarc's event tracking, which would record
-//! and wait on events in the capturing stream and tie the graph to events outside it.
-use crate::columns::{ColumnReadout, ColumnSchema};
-use crate::element::{CountKind, CountType};
+//! addresses and is `unsafe`. It also avoids cudarc's event tracking, which would record and
+//! wait on events in the capturing stream and tie the graph to events outside it.
+use crate::append::AppendDesc;
+use crate::columns::{Column, ColumnReadout, ColumnSchema, ColumnTicket};
+use crate::config::ReadbackConfig;
+use crate::element::Element;
+use crate::engine::device::{DeviceEngine, Take};
+use crate::engine::host::HostEngine;
+use crate::engine::layout::SlotLayout;
+use crate::engine::ticket::Fill;
+use crate::engine::view::SlotView;
+use crate::engine::{ColumnSource, RawCount, Sources};
 use crate::error::{Error, Result};
-use crate::layout::{decode_trailer, SlotLayout};
-use crate::readback::{ColumnSource, DeviceSeq, Engine, ReadbackConfig};
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A readback that can be recorded into a CUDA graph and replayed; see the
 /// [module documentation](self) for how replays are consumed. `Send` and `Sync`.
 #[derive(Debug)]
 pub struct GraphReadback {
-    engine: Arc<Engine>,
+    engine: DeviceEngine,
     schema: Arc<ColumnSchema>,
-    /// Serializes the consumers in `next`, so readbacks are taken in order. The
-    /// non-blocking paths only try it.
-    consumer: Mutex<()>,
-    /// Replays taken and not yet released, with their counts. Changes of `cursor` happen
-    /// under this lock too.
-    held: Mutex<BTreeMap<u64, usize>>,
-    /// The next sequence number `next` will return.
-    cursor: AtomicU64,
-    /// How every recording's count is stored, and its sources' lengths (to decode); `None`
-    /// until the first recording. All recordings agree on them (`record` checks).
-    recorded: Mutex<Option<(CountKind, Vec<usize>)>>,
+    /// The overflowed append replay `next` left held, until `overflowed` or the next `next`.
+    overflowed: Mutex<Option<u64>>,
+    /// Brings spilled rows back (created on first use).
+    spill_fetch: OnceLock<Arc<HostEngine>>,
 }
 
-/// What one attempt to take the next replay came to.
+/// One replay's readback, taken with [`GraphReadback::next`]. Holds its slot until dropped;
+/// the slices it hands out borrow it, so none outlives the slot.
 #[derive(Debug)]
-pub(crate) enum Take {
-    /// Another thread was taking a replay until the deadline: nothing was looked at.
-    Busy,
-    /// Replay `seq`'s outcome: `Ok((slot, count))`, now held; `Err(Timeout)`, nothing
-    /// consumed; any other error consumed it.
-    Seq(u64, Result<(usize, usize)>),
+pub struct Replay<'g> {
+    graph: &'g GraphReadback,
+    view: SlotView<'g>,
 }
 
-/// One replay's readback, taken with [`GraphReadback::next`]: derefs to its
-/// [`ColumnReadout`]. Holds its slot until dropped.
-#[derive(Debug)]
-pub struct Replay<'a> {
-    graph: &'a GraphReadback,
-    readout: ColumnReadout<'a>,
-}
+impl Replay<'_> {
+    /// The count the device held (rows in every column).
+    pub fn count(&self) -> usize {
+        self.view.rows()
+    }
+    /// The replay's sequence number (1, 2, 3, ...).
+    pub fn seq(&self) -> u64 {
+        self.view.seq()
+    }
+    /// The replay's columns, for as long as the replay is borrowed.
+    pub fn readout(&self) -> ColumnReadout<'_> {
+        ColumnReadout::new(self.view.reborrow(), &self.graph.schema)
+    }
+    /// Column `c` as `count` elements of `T`; see [`ColumnReadout::column`].
+    ///
+    /// # Panics
+    /// If `c` is the handle of another schema's column.
+    pub fn column<T: Element>(&self, c: Column<T>) -> &[T] {
+        self.readout().column(c)
+    }
+    /// Column `c`, or [`Error::SchemaMismatch`]; see [`ColumnReadout::try_column`].
+    pub fn try_column<T: Element>(&self, c: Column<T>) -> Result<&[T]> {
+        self.readout().try_column(c)
+    }
+    /// Column `index`'s bytes; see [`ColumnReadout::column_bytes`].
+    pub fn column_bytes(&self, index: usize) -> Result<&[u8]> {
+        self.readout().column_bytes(index)
+    }
 
-impl<'a> std::ops::Deref for Replay<'a> {
-    type Target = ColumnReadout<'a>;
-    fn deref(&self) -> &ColumnReadout<'a> {
-        &self.readout
+    /// For an overflowed append replay (from [`GraphReadback::overflowed`]): brings back the
+    /// rows that went to the device-side spill region, on `stream`, and waits for them, so the
+    /// returned ticket is complete. `None` when nothing spilled.
+    pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
+        self.graph.fetch_spill(stream, self.view.seq())
     }
 }
 
 impl Drop for Replay<'_> {
     fn drop(&mut self) {
-        self.graph.release(self.readout.seq());
+        self.graph.engine.release(self.view.seq());
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves its data consistent, so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl GraphReadback {
     /// A graph readback of the columns of `schema`. `config.transport` must be
     /// [`crate::Transport::Mapped`] (the default) and `config.wait` not `Event`; the slot
-    /// count bounds how far replays may run ahead of the host.
+    /// count bounds how far replays may run ahead of the host. `config.spill` sizes the spill
+    /// region of append kernels (none for `Some(0)`).
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -117,19 +138,11 @@ impl GraphReadback {
     ) -> Result<Self> {
         schema.validate()?;
         Ok(GraphReadback {
-            engine: Engine::new_device_sequenced(ctx, &schema.elem_sizes(), &config)?,
+            engine: DeviceEngine::new(ctx, &schema.elem_sizes(), &config)?,
             schema: Arc::new(schema.clone()),
-            consumer: Mutex::new(()),
-            held: Mutex::new(BTreeMap::new()),
-            cursor: AtomicU64::new(1),
-            recorded: Mutex::new(None),
+            overflowed: Mutex::new(None),
+            spill_fetch: OnceLock::new(),
         })
-    }
-
-    fn dseq(&self) -> &DeviceSeq {
-        self.engine
-            .device_seq()
-            .expect("a graph readback's engine is device-sequenced")
     }
 
     /// The columns.
@@ -138,79 +151,71 @@ impl GraphReadback {
     }
     /// Rows one slot holds.
     pub fn capacity(&self) -> usize {
-        self.engine.layout().capacity()
+        self.engine.slots().layout().capacity()
     }
     /// Number of slots: how many replays may run ahead of the host.
     pub fn slots(&self) -> usize {
-        self.engine.slots()
+        self.engine.slots().num_slots()
     }
     /// The slot layout.
     pub fn layout(&self) -> &SlotLayout {
-        self.engine.layout()
+        self.engine.slots().layout()
     }
     /// The context.
     pub fn context(&self) -> &Arc<CudaContext> {
-        self.engine.context()
+        self.engine.slots().context()
     }
     /// The sequence number [`GraphReadback::next`] returns next (from 1).
     pub fn next_seq(&self) -> u64 {
-        self.cursor.load(Ordering::Acquire)
+        self.engine.next_seq()
     }
-    /// Device address of the `u64` sequence counter: the number of the newest finished pack.
-    /// Kernels recorded before a pack may read it (`counter + 1` is that pack's number); only
-    /// the pack writes it.
+    /// Device address of the `u64` sequence counter: the number of the newest finished
+    /// readback. Kernels recorded before a pack may read it (`counter + 1` is that pack's
+    /// number); only the library's kernels write it.
     pub fn device_counter(&self) -> CUdeviceptr {
-        self.dseq().counter_ptr()
+        self.engine.counter_ptr()
     }
     /// The newest sequence number the device dropped for lack of a released slot (0: none).
     pub fn last_overrun(&self) -> u64 {
-        self.dseq().overrun_seq()
+        self.engine.overrun_seq()
     }
 
-    /// Records one pack of `sources` (`sources[i]` is column `i`) sized by the count at
-    /// `count`, on `stream`, after `after` if given. Call it while `stream` is being captured
-    /// (the pack becomes a node of the graph, run on every replay); on a stream that is not
-    /// capturing, the pack runs once, like an enqueue, and is consumed the same way.
+    /// Records one pack of `sources` (`sources[i]` is column `i`) sized by `count`, on
+    /// `stream`, after `after` if given. Call it while `stream` is being captured (the pack
+    /// becomes a node of the graph, run on every replay); on a stream that is not capturing,
+    /// the pack runs once, like an enqueue, and is consumed the same way.
     ///
-    /// Errors as an enqueue's: wrong number of columns, a null or misaligned count, a
-    /// stream of another context, a driver error (e.g. from the capture); and
-    /// [`Error::InvalidConfig`] when the count type or a source length differs from an
-    /// earlier recording's (see the module documentation). Nothing is recorded then.
+    /// Errors as an enqueue's: wrong number of columns ([`Error::SchemaMismatch`]), a null or
+    /// misaligned count, a stream or event of another context, a driver error (e.g. from the
+    /// capture); [`Error::RecordingMismatch`] when the count type or a source length differs
+    /// from an earlier recording's, or append kernels were recorded. Nothing is recorded then.
     ///
     /// # Safety
     /// For every run of the pack (every replay of the graph):
     /// - `sources[i].ptr` addresses at least `sources[i].len` elements of column `i`'s type,
-    ///   and `count` one naturally aligned `K`, in device memory of this context, allocated
-    ///   and not written while the pack runs (order the writers with the capture's streams);
+    ///   and `count` one naturally aligned count of its kind, in device memory of this
+    ///   context, allocated and not written while the pack runs (order the writers with the
+    ///   capture's streams);
     /// - this `GraphReadback` outlives it: do not launch the graph after dropping it (its
     ///   drop waits for the context's work);
-    /// - the packs of this readback run one at a time (see the module documentation);
-    /// - `after`, if given, belongs to this context (and to the same capture).
-    pub unsafe fn record<K: CountType>(
+    /// - the readbacks of this `GraphReadback` run one at a time (module documentation).
+    pub unsafe fn record(
         &self,
         stream: &CudaStream,
         after: Option<&CudaEvent>,
         sources: &[ColumnSource],
-        count: CUdeviceptr,
+        count: RawCount,
     ) -> Result<()> {
-        self.engine.check_stream(stream)?;
-        if let Some(e) = after {
-            if e.context().cu_ctx() != self.engine.context().cu_ctx() {
-                return Err(Error::ForeignContext { what: "the event" });
-            }
-        }
-        self.record_raw(
-            stream.cu_stream(),
-            after.map(|e| e.cu_event()),
-            sources,
-            count,
-            K::KIND,
-        )
+        let slots = self.engine.slots();
+        slots.check_stream(stream)?;
+        let after = after.map(|e| slots.check_event(e)).transpose()?;
+        // SAFETY: per the contract; the stream and event are of this context (checked).
+        unsafe { self.record_raw(stream.cu_stream(), after, sources, count) }
     }
 
     /// [`GraphReadback::record`] with raw handles (the C API's path). The stream is checked
-    /// to belong to this context; addresses are not checked (a capture may use memory the
-    /// driver only allocates at instantiation).
+    /// to belong to this context; addresses are not (a capture may use memory the driver only
+    /// allocates at instantiation).
     ///
     /// # Safety
     /// As [`GraphReadback::record`]; `stream` and `after` are live handles.
@@ -219,28 +224,30 @@ impl GraphReadback {
         stream: CUstream,
         after: Option<CUevent>,
         sources: &[ColumnSource],
-        count: CUdeviceptr,
-        kind: CountKind,
+        count: RawCount,
     ) -> Result<()> {
-        self.engine.check_raw_stream(stream)?;
-        let lens: Vec<usize> = sources.iter().map(|s| s.len).collect();
-        // Held across the recording, so concurrent recordings agree too.
-        let mut recorded = lock(&self.recorded);
-        check_same_recording(recorded.as_ref(), kind, &lens)?;
-        self.engine
-            .enqueue_device_seq(stream, after, sources, count, kind)?;
-        *recorded = Some((kind, lens));
-        Ok(())
+        // SAFETY: per the contract.
+        unsafe { self.engine.record_pack(stream, after, sources, count) }
+    }
+
+    /// The descriptor for append kernels recorded into graphs with this readback: the same
+    /// value serves every recording and every replay (the kernel takes its sequence number
+    /// and slot on the device). Marks this readback as filled by append kernels.
+    ///
+    /// Errors: [`Error::RecordingMismatch`] when packs were recorded.
+    pub fn append_desc(&self) -> Result<AppendDesc> {
+        self.engine.append_desc().map(AppendDesc::new)
     }
 
     /// Blocks until the next replay's readback is there, and returns it. Its slot stays
     /// held (the device will not overwrite it) until the [`Replay`] is dropped.
     ///
     /// Errors: [`Error::Overrun`] when this replay was dropped because the host had fallen
-    /// more than `slots` behind; the count's errors for this replay; [`Error::Cuda`] when the
-    /// device reports an error (e.g. a faulted kernel), never a hang on a dead context.
-    /// Each of these consumes the replay; the next call waits for the following one.
-    /// [`Error::InvalidConfig`], at once and consuming nothing, when nothing was recorded yet.
+    /// more than `slots` behind; the count's errors for this replay; [`Error::AppendOverflow`]
+    /// (see [`GraphReadback::overflowed`]); [`Error::Cuda`] when the device reports an error
+    /// (e.g. a faulted kernel), never a hang on a dead context. Each of these consumes the
+    /// replay; the next call waits for the following one. [`Error::NothingRecorded`], at once
+    /// and consuming nothing, when nothing was recorded yet.
     pub fn next(&self) -> Result<Replay<'_>> {
         self.next_until(None)
     }
@@ -255,173 +262,146 @@ impl GraphReadback {
     /// The next replay's readback if it is there, `None` if not yet or if another thread is
     /// taking a replay right now. Never blocks.
     pub fn try_next(&self) -> Result<Option<Replay<'_>>> {
-        match self.take(Some(Instant::now()))? {
+        self.release_overflowed();
+        match self.engine.take(Some(Instant::now()))? {
             Take::Busy | Take::Seq(_, Err(Error::Timeout { .. })) => Ok(None),
-            Take::Seq(seq, result) => {
-                result.map(|(slot, count)| Some(self.replay(seq, slot, count)))
-            }
+            Take::Seq(seq, result) => self.outcome(seq, result).map(Some),
+        }
+    }
+
+    /// The append replay for which the last `next` (or `try_next`) returned
+    /// [`Error::AppendOverflow`]: its first `capacity` rows, and its spill
+    /// ([`Replay::fetch_spill`]). `None` if that call returned something else, or the replay
+    /// was already handed out. The next `next` releases it if it was not taken.
+    pub fn overflowed(&self) -> Option<Replay<'_>> {
+        let seq = self
+            .overflowed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        let view = self.engine.held_view(seq)?;
+        Some(Replay { graph: self, view })
+    }
+
+    fn release_overflowed(&self) {
+        let pending = self
+            .overflowed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(seq) = pending {
+            self.engine.release(seq);
         }
     }
 
     fn next_until(&self, deadline: Option<Instant>) -> Result<Replay<'_>> {
+        self.release_overflowed();
         let start = Instant::now();
-        match self.take(deadline)? {
+        match self.engine.take(deadline)? {
             Take::Busy => Err(Error::Timeout {
                 waited: start.elapsed(),
             }),
-            Take::Seq(seq, result) => result.map(|(slot, count)| self.replay(seq, slot, count)),
+            Take::Seq(seq, result) => self.outcome(seq, result),
         }
     }
 
-    fn replay(&self, seq: u64, slot: usize, count: usize) -> Replay<'_> {
-        Replay {
-            graph: self,
-            readout: ColumnReadout::new(&self.engine, &self.schema, slot, count, seq),
+    fn outcome(&self, seq: u64, result: Result<(usize, usize)>) -> Result<Replay<'_>> {
+        match result {
+            Ok(_) => {
+                let view = self
+                    .engine
+                    .held_view(seq)
+                    .expect("a replay just taken is held");
+                Ok(Replay { graph: self, view })
+            }
+            Err(e @ Error::AppendOverflow { .. }) => {
+                *self.overflowed.lock().unwrap_or_else(|p| p.into_inner()) = Some(seq);
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
-    /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
-    fn lock_consumer(&self, deadline: Option<Instant>) -> Option<MutexGuard<'_, ()>> {
-        let Some(deadline) = deadline else {
-            return Some(lock(&self.consumer));
-        };
-        let mut attempts = 0u32;
-        loop {
-            match self.consumer.try_lock() {
-                Ok(guard) => return Some(guard),
-                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            // Another consumer is waiting for its replay: yield a little, then nap.
-            if attempts < 64 {
-                attempts += 1;
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
+    /// The C API's replay table: the view of held replay `seq`.
+    #[cfg(feature = "capi")]
+    pub(crate) fn held_view(&self, seq: u64) -> Option<SlotView<'_>> {
+        self.engine.held_view(seq)
     }
-
-    /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
-    /// Reports the number it waited for with every outcome (see [`Take`]); errors at once,
-    /// consuming nothing, when nothing was recorded.
+    /// The C API's take.
+    #[cfg(feature = "capi")]
     pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<Take> {
-        let Some((kind, lens)) = lock(&self.recorded).clone() else {
-            return Err(Error::config(
-                "nothing was recorded on this graph readback: record a pack before taking replays",
-            ));
-        };
-        let Some(_consumer) = self.lock_consumer(deadline) else {
-            return Ok(Take::Busy);
-        };
-        let seq = self.cursor.load(Ordering::Acquire);
-        let slot = ((seq - 1) % self.slots() as u64) as usize;
-        let outcome = self.wait_for(seq, slot, deadline);
-        if let Err(e @ Error::Timeout { .. }) = outcome {
-            return Ok(Take::Seq(seq, Err(e)));
-        }
-        let decoded = outcome.and_then(|()| {
-            decode_trailer(
-                &self.engine.read_trailer(slot),
-                seq,
-                slot,
-                kind,
-                self.capacity(),
-                &lens,
-            )
-        });
-        let mut held = lock(&self.held);
-        if let Ok(count) = decoded {
-            held.insert(seq, count);
-        }
-        self.cursor.store(seq + 1, Ordering::Release);
-        self.publish_released(&held);
-        Ok(Take::Seq(seq, decoded.map(|count| (slot, count))))
+        self.engine.take(deadline)
     }
-
-    fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Instant>) -> Result<()> {
-        let start = Instant::now();
-        let dseq = self.dseq();
-        loop {
-            for _ in 0..256 {
-                // The overrun word first: if a pack numbered >= seq has finished, pack `seq`
-                // finished before it (packs run one at a time), so its trailer is final.
-                let overrun = dseq.overrun_seq();
-                if self.engine.seq_visible(slot, seq) {
-                    return Ok(());
-                }
-                if overrun >= seq {
-                    return Err(Error::Overrun { seq });
-                }
-                std::hint::spin_loop();
-            }
-            self.engine.check_device()?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::Timeout {
-                    waited: start.elapsed(),
-                });
-            }
+    /// The C API's spill fetch, on a raw stream checked to be of this context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle.
+    #[cfg(feature = "capi")]
+    pub(crate) unsafe fn fetch_spill_unchecked_stream(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
+        // SAFETY: per the contract; then the stream is of this context.
+        unsafe {
+            self.engine.slots().check_raw_stream(stream)?;
+            self.fetch_spill_raw(stream, seq)
         }
     }
-
-    /// Releases a held replay (in any order). Returns false if `seq` was not held.
+    /// The C API's release. Returns false if `seq` was not held.
+    #[cfg(feature = "capi")]
     pub(crate) fn release(&self, seq: u64) -> bool {
-        let mut held = lock(&self.held);
-        let was = held.remove(&seq).is_some();
-        self.publish_released(&held);
-        was
+        self.engine.release(seq)
     }
 
-    /// Readout of a held replay (for the C API, which holds replays by number); `None` if
-    /// `seq` is not held.
-    pub(crate) fn held_readout(&self, seq: u64) -> Option<ColumnReadout<'_>> {
-        let count = lock(&self.held).get(&seq).copied()?;
-        let slot = ((seq - 1) % self.slots() as u64) as usize;
-        Some(ColumnReadout::new(
-            &self.engine,
-            &self.schema,
-            slot,
-            count,
-            seq,
-        ))
+    /// Brings back held replay `seq`'s spilled rows, waiting for them.
+    pub(crate) fn fetch_spill(&self, stream: &CudaStream, seq: u64) -> Result<Option<ColumnTicket>> {
+        self.engine.slots().check_stream(stream)?;
+        // SAFETY: the stream is live and of this context (checked).
+        unsafe { self.fetch_spill_raw(stream.cu_stream(), seq) }
     }
 
-    /// Every number below the oldest held replay (or below the cursor, if none is held) has
-    /// been released: the device may overwrite their slots.
-    fn publish_released(&self, held: &BTreeMap<u64, usize>) {
-        let cursor = self.cursor.load(Ordering::Acquire);
-        let oldest = held.keys().next().copied().unwrap_or(cursor).min(cursor);
-        self.dseq().set_released(oldest - 1);
+    /// [`Self::fetch_spill`] on a raw stream.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this readback's context.
+    pub(crate) unsafe fn fetch_spill_raw(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
+        let slots = self.engine.slots();
+        let Some((cols, count)) = self.engine.spill_sources(seq) else {
+            return Ok(None);
+        };
+        if self.engine.held_view(seq).is_none() {
+            return Err(Error::SchemaMismatch {
+                reason: format!("replay {seq} is not held"),
+            });
+        }
+        let fetch = match self.spill_fetch.get() {
+            Some(f) => f.clone(),
+            None => {
+                let mut cfg = slots.config().clone();
+                cfg.capacity = self.engine.spill_rows();
+                cfg.slots = 2;
+                let e = HostEngine::new(slots.context(), slots.layout().elem_sizes(), &cfg, false)?;
+                self.spill_fetch.get_or_init(|| e).clone()
+            }
+        };
+        // SAFETY: the spill region and its count belong to this readback and stay unwritten
+        // while replay `seq` is held (the device writes a slot only once it is released), and
+        // the fetch is waited for below, before the caller can release it; the stream is of
+        // this context (checked).
+        let lease = unsafe { fetch.enqueue_raw(stream, None, &cols, count)? };
+        let ticket = ColumnTicket::from_core(
+            fetch.ticket(
+                lease,
+                Fill::Pack {
+                    kind: count.kind(),
+                    lens: Sources::new(&cols).lens(),
+                },
+            ),
+            self.schema.clone(),
+        );
+        match ticket.wait() {
+            Ok(_) | Err(Error::CountExceedsCapacity { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Some(ticket))
     }
-}
-
-/// Errors unless a recording of count kind `kind` and source lengths `lens` agrees with the
-/// earlier ones (`recorded`, `None` before the first). A different number of columns is
-/// left to the engine's own check.
-fn check_same_recording(
-    recorded: Option<&(CountKind, Vec<usize>)>,
-    kind: CountKind,
-    lens: &[usize],
-) -> Result<()> {
-    let Some((k, l)) = recorded else {
-        return Ok(());
-    };
-    if *k != kind {
-        return Err(Error::config(format!(
-            "every recording of one graph readback has the same count type: {k:?} before, \
-             {kind:?} now (use a graph readback per count type)"
-        )));
-    }
-    if l.len() == lens.len() && l.as_slice() != lens {
-        return Err(Error::config(format!(
-            "every recording of one graph readback has the same source lengths (they name \
-             the short column of a count error): {l:?} before, {lens:?} now"
-        )));
-    }
-    Ok(())
 }
 
 // Compile-time proof of the thread-safety claims in the docs.
@@ -429,27 +409,3 @@ const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<GraphReadback>();
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recordings_must_agree_on_count_type_and_lengths() {
-        let first = (CountKind::I32, vec![10, 20]);
-        assert!(check_same_recording(None, CountKind::U64, &[1]).is_ok());
-        assert!(check_same_recording(Some(&first), CountKind::I32, &[10, 20]).is_ok());
-        let kind = check_same_recording(Some(&first), CountKind::I64, &[10, 20]);
-        assert!(
-            matches!(&kind, Err(Error::InvalidConfig { reason }) if reason.contains("I32 before, I64 now")),
-            "{kind:?}"
-        );
-        let lens = check_same_recording(Some(&first), CountKind::I32, &[10, 21]);
-        assert!(
-            matches!(&lens, Err(Error::InvalidConfig { reason }) if reason.contains("[10, 20] before, [10, 21] now")),
-            "{lens:?}"
-        );
-        // Another column count is the engine's error to report (it refuses to record).
-        assert!(check_same_recording(Some(&first), CountKind::I32, &[10]).is_ok());
-    }
-}

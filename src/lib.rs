@@ -26,31 +26,64 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layering, as in cudarc: [`abi`] is the slot layout generated from the kernels' header,
-//! [`driver`] holds thin checked driver calls, and [`Readback`], [`Ticket`] and [`Readout`]
-//! are the safe API. [`kernels`] loads the embedded fatbin; [`layout`] and [`ring`] are the
-//! host-side slot arithmetic and slot state machine.
+//! Or the kernel writes its rows and count into the slot itself ([`append`]): no count in
+//! device memory and no second kernel.
+//!
+//! The types: [`Readback`] (one column of `T`), [`ColumnReadback`] (several columns that share
+//! one count), [`AppendReadback`] (filled by the user's kernel through the append header),
+//! [`GraphReadback`] (recorded into a CUDA graph and replayed). Every ticket holds its slot, and
+//! every readout borrows its ticket, so no slice outlives the slot it points into.
+//!
+//! # Lifetimes that hold
+//! A readout cannot outlive its ticket:
+//! ```compile_fail
+//! # fn f(rb: &sized_readback::Readback<f64>, s: &cudarc::driver::CudaStream,
+//! #      d: &cudarc::driver::CudaSlice<f64>, n: &cudarc::driver::CudaSlice<i32>) -> sized_readback::Result<()> {
+//! let out = rb.enqueue(s, d, n)?.wait()?; // the ticket is a temporary, dropped here
+//! println!("{}", out.count());
+//! # Ok(()) }
+//! ```
+//! More of these rules are proven by the compile-fail tests in `tests/compile_fail/`.
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn, unreachable_pub)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod abi;
-pub mod capi;
-pub mod columns;
+pub mod append;
+mod columns;
+mod config;
 pub mod device;
-pub mod driver;
-pub mod element;
-pub mod error;
-pub mod graph;
-pub mod kernels;
-pub mod layout;
-pub mod pattern;
-pub mod pinned;
-pub mod readback;
-pub mod ring;
-pub mod seed;
+mod element;
+mod engine;
+mod error;
+mod graph;
+mod raw;
+mod readback;
 
-pub use columns::{Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnTicket};
+#[cfg(feature = "capi")]
+#[doc(hidden)]
+pub mod capi;
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
+
+pub use append::{AppendDesc, AppendReadback, AppendTicket, PendingAppend};
+pub use columns::{Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket, Source};
+pub use config::{ReadbackConfig, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
+pub use engine::layout::{SlotLayout, MAX_COLUMNS};
+pub use engine::{ColumnSource, RawCount};
 pub use error::{Error, Result};
 pub use graph::{GraphReadback, Replay};
-pub use readback::{ColumnSource, Readback, ReadbackConfig, Readout, Ticket, Transport, WaitMode};
+pub use raw::module::LaunchShape;
+pub use readback::{Readback, Readout, Ticket};
+
+/// The GPU targets the embedded kernels hold machine code for, and the PTX they carry (e.g.
+/// `sm_75,sm_80,sm_86,sm_89,sm_90 +compute_90`).
+pub const KERNEL_TARGETS: &str = raw::module::TARGETS;
+
+/// Bytes of the embedded kernel image (the library's kernels only: `srb_pack`).
+pub fn kernel_image_bytes() -> usize {
+    raw::module::library_bytes()
+}

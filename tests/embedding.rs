@@ -10,8 +10,9 @@ use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
 use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::capi;
-use sized_readback::kernels::{Kernel, LaunchShape, Module};
-use sized_readback::pinned::DeviceBuffer;
+use sized_readback::testing::{Kernel, Kernels as Module};
+use sized_readback::LaunchShape;
+use sized_readback::testing::DeviceBuffer;
 use sized_readback::{
     pattern, Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSource, Element, Error,
     GraphReadback, ReadbackConfig, Transport,
@@ -226,7 +227,7 @@ fn columns_api_misuse() -> Result<()> {
     let dx = stream.clone_htod(&[1.5f32; 8])?;
     let dy = stream.clone_htod(&[7i64; 8])?;
     let n = stream.clone_htod(&[3i32])?;
-    let is_config = |e: &Error| matches!(e, Error::InvalidConfig { .. });
+    let is_config = |e: &Error| matches!(e, Error::SchemaMismatch { .. });
     expect_err(
         rb.enqueue(&stream, &[x.source(&dx)], &n),
         "missing column",
@@ -272,7 +273,7 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     expect_err(
         rb.enqueue(&stream, &[narrow.source(&d_u8)], &n),
         "u8 buffer for a [f64; 4] column",
-        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("[f64; 4]")),
+        |e| matches!(e, Error::SchemaMismatch { reason } if reason.contains("[f64; 4]")),
     )?;
     ensure!(rb.slots_in_use() == 0, "a refused enqueue holds no slot");
     // Same size, other type: refused as well.
@@ -285,7 +286,7 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     expect_err(
         rb_d.enqueue(&stream, &[as_u64.source(&d_u64)], &n),
         "[u64; 4] buffer for a [f64; 4] column",
-        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("[u64; 4]")),
+        |e| matches!(e, Error::SchemaMismatch { reason } if reason.contains("[u64; 4]")),
     )?;
     // A clone that declares more columns: the original's handle of column 0 and the clone's
     // of column 1, each with its column's type, are accepted; b's u8 handle is refused.
@@ -298,7 +299,7 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     expect_err(
         rb_c.enqueue(&stream, &[narrow.source(&d_u8), flag.source(&d_flag)], &n),
         "b's u8 handle for c's [f64; 4] column 0",
-        |e| matches!(e, Error::InvalidConfig { reason } if reason.contains("column 0")),
+        |e| matches!(e, Error::SchemaMismatch { reason } if reason.contains("column 0")),
     )?;
     let tk = rb_c.enqueue(&stream, &[wide.source(&d_wide), flag.source(&d_flag)], &n)?;
     let out = tk.wait_timeout(Duration::MAX)?;
@@ -481,7 +482,7 @@ fn columns_raw_after_an_event() -> Result<()> {
         done.record(&compute)?;
         // SAFETY: the buffers outlive the wait below; `done` orders the pack after the
         // producer, and the next producer runs only after this wait.
-        let tk = unsafe { rb.enqueue_raw::<i32>(&copy, Some(&done), &b.sources(), b.count.ptr())? };
+        let tk = unsafe { rb.enqueue_raw(&copy, Some(&done), &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
         let r = tk.wait();
         errors += check_step(
             r.as_ref().map_err(clone_err),
@@ -551,12 +552,11 @@ fn graph_replays_the_seed_loop() -> Result<()> {
         // the stream synchronized); the packs run in order on `copy`; compute_done[b] orders
         // each after its producer, and the next replay's producers after this replay.
         unsafe {
-            g.record::<i32>(
+            g.record(
                 &copy,
                 Some(&compute_done[b]),
                 &bufs[b].sources(),
-                bufs[b].count.ptr(),
-            )?
+                sized_readback::RawCount::i32(bufs[b].count.ptr()),)?
         };
         k.advance(&copy, &bufs[b])?;
     }
@@ -632,7 +632,7 @@ fn graph_overrun_is_detected() -> Result<()> {
     stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     k.step(&stream, &b, 0)?;
     // SAFETY: as in graph_replays_the_seed_loop; one stream.
-    unsafe { g.record::<i32>(&stream, None, &b.sources(), b.count.ptr())? };
+    unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
     k.advance(&stream, &b)?;
     let graph = stream
         .end_capture(sys::CUgraphInstantiate_flags(0))?
@@ -696,13 +696,13 @@ fn graph_record_without_capture() -> Result<()> {
     for _ in 0..3 {
         k.step(&stream, &b, 1)?;
         // SAFETY: buffers outlive the synchronize below; one stream.
-        unsafe { g.record::<i32>(&stream, None, &b.sources(), b.count.ptr())? };
+        unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
         k.advance(&stream, &b)?;
     }
     for step in 0..3u64 {
         let rp = g.next_timeout(Duration::from_secs(10))?;
         ensure!(rp.seq() == step + 1);
-        check_step(Ok(&*rp), cols, 2 * step + 1, 1, cap)?;
+        check_step(Ok(&rp.readout()), cols, 2 * step + 1, 1, cap)?;
     }
     stream.synchronize()?;
     Ok(())
@@ -721,7 +721,7 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     let b = StepBuffers::new(&ctx, cap)?;
     let (schema, cols) = step_schema();
     let g = GraphReadback::new(&ctx, &schema, ReadbackConfig::new(cap).slots(4))?;
-    let nothing = |e: &Error| matches!(e, Error::InvalidConfig { reason } if reason.contains("nothing was recorded"));
+    let nothing = |e: &Error| matches!(e, Error::NothingRecorded);
     let t0 = Instant::now();
     expect_err(
         g.next_timeout(Duration::from_secs(5)),
@@ -739,26 +739,26 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     k.step(&stream, &b, 1)?;
     // SAFETY: the buffers outlive the synchronize below; one stream; not capturing, so the
     // pack runs once.
-    unsafe { g.record::<i32>(&stream, None, &b.sources(), b.count.ptr())? };
+    unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
     let mut short = b.sources();
     short[2].len = cap - 1;
-    let is_config = |e: &Error| matches!(e, Error::InvalidConfig { .. });
+    let is_config = |e: &Error| matches!(e, Error::RecordingMismatch { .. });
     // SAFETY: as above; both are refused before anything is recorded.
     unsafe {
         expect_err(
-            g.record::<i32>(&stream, None, &short, b.count.ptr()),
+            g.record(&stream, None, &short, sized_readback::RawCount::i32(b.count.ptr())),
             "other source lengths",
             is_config,
         )?;
         expect_err(
-            g.record::<u32>(&stream, None, &b.sources(), b.count.ptr()),
+            g.record(&stream, None, &b.sources(), sized_readback::RawCount::u32(b.count.ptr())),
             "another count type",
             is_config,
         )?;
     }
     let rp = g.next_timeout(Duration::MAX)?;
     ensure!(rp.seq() == 1);
-    check_step(Ok(&*rp), cols, 1, 1, cap)?;
+    check_step(Ok(&rp.readout()), cols, 1, 1, cap)?;
     drop(rp);
     stream.synchronize()?;
     ensure!(
@@ -1321,7 +1321,7 @@ fn seed_capi_expected_output() -> Result<()> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed_capi.expected");
     let text = std::fs::read_to_string(path).context("examples/seed_capi.expected")?;
     ensure!(
-        text == sized_readback::seed::EXPECTED,
+        text == sized_readback::testing::seed::EXPECTED,
         "examples/seed_capi.expected differs from seed::EXPECTED"
     );
     Ok(())

@@ -4,10 +4,12 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use libtest_mimic::{Arguments, Failed, Trial};
-use sized_readback::kernels::{LaunchShape, Module};
-use sized_readback::seed::{self, SeedOptions, SeedStrategy};
+use sized_readback::testing::Kernels as Module;
+use sized_readback::LaunchShape;
+use sized_readback::testing::pattern;
+use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
 use sized_readback::{
-    pattern, CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode,
+    CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode,
 };
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
@@ -222,7 +224,7 @@ fn over_capacity_then_grow() -> Result<()> {
     let data = stream.clone_htod(&values)?;
     let cnt = count_buf(&stream, 20i32)?;
     for t in TRANSPORTS {
-        let mut rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(8).transport(t))?;
+        let rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(8).transport(t))?;
         {
             let tk = rb.enqueue(&stream, &data, &cnt)?;
             expect_err(tk.wait(), "over capacity", |e| {
@@ -309,12 +311,12 @@ fn foreign_context_is_rejected() -> Result<()> {
     )?;
     // Context-bound memory (cuMemAlloc) of the other context. Stream-ordered (pool)
     // allocations are device-scoped, report no context, and are accepted on the same device.
-    let foreign_raw = sized_readback::pinned::DeviceBuffer::new_zeroed(&other, 64)?;
+    let foreign_raw = sized_readback::testing::DeviceBuffer::new_zeroed(&other, 64)?;
     ctx.bind_to_thread()?;
     let fptr = foreign_raw.ptr();
     let (cptr, _g2) = cnt.device_ptr(&stream);
     // SAFETY: the call must reject the foreign address before any device work.
-    let r = unsafe { rb.enqueue_raw::<i32>(&stream, None, fptr, 4, cptr) };
+    let r = unsafe { rb.enqueue_raw(&stream, None, fptr, 4, sized_readback::RawCount::i32(cptr)) };
     expect_err(r, "foreign raw pointer", |e| {
         matches!(e, Error::ForeignContext { .. })
     })?;
@@ -335,33 +337,33 @@ fn bad_raw_pointers() -> Result<()> {
     // SAFETY: each call must be rejected before any device work.
     unsafe {
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, d, 4, 0),
+            rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(0)),
             "null count",
             |e| matches!(e, Error::BadPointer { .. }),
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, d, 4, c + 2),
+            rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(c + 2)),
             "misaligned count",
             |e| matches!(e, Error::BadPointer { align: 4, .. }),
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, host.as_ptr() as u64, 4, c),
+            rb.enqueue_raw(&stream, None, host.as_ptr() as u64, 4, sized_readback::RawCount::i32(c)),
             "host address",
             |e| matches!(e, Error::BadPointer { .. }),
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, 0, 4, c),
+            rb.enqueue_raw(&stream, None, 0, 4, sized_readback::RawCount::i32(c)),
             "null data",
             |e| matches!(e, Error::BadPointer { .. }),
         )?;
-        let t = rb.enqueue_raw::<i32>(&stream, None, d, 4, c + 4)?;
+        let t = rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(c + 4))?;
         ensure!(t.wait()?.as_slice() == [1.0, 1.0]);
     }
     Ok(())
 }
 
 fn launch(
-    module: &Arc<Module>,
+    module: &Module,
     name: &str,
     stream: &CudaStream,
     grid: u32,
@@ -385,7 +387,7 @@ fn launch(
 
 /// `srb_produce_f64(data, count, n, cycle)`: n doubles `i + 0.5 * cycle`, then the count.
 fn produce_f64(
-    module: &Arc<Module>,
+    module: &Module,
     stream: &CudaStream,
     grid: u32,
     mut data: u64,
@@ -428,7 +430,7 @@ fn raw_pointers_after_an_event() -> Result<()> {
             done.record(&compute)?;
             // SAFETY: both buffers live until the end of this function; the next producer
             // launch comes after this ticket is waited on.
-            let tk = unsafe { rb.enqueue_raw::<i32>(&copy, Some(&done), d, n as usize, c)? };
+            let tk = unsafe { rb.enqueue_raw(&copy, Some(&done), d, n as usize, sized_readback::RawCount::i32(c))? };
             let out = tk.wait()?;
             ensure!(out.count() as u64 == nn, "count {} != {nn}", out.count());
             for (i, v) in out.iter().enumerate() {
@@ -463,7 +465,7 @@ fn slots_exhausted_then_reused() -> Result<()> {
 }
 
 fn busy_producer(
-    module: &Arc<Module>,
+    module: &Module,
     stream: &CudaStream,
     cnt: u64,
     n: i32,
@@ -617,7 +619,7 @@ fn programmatic_launch_on_and_off() -> Result<()> {
             let nn = (cycle * 83) % (n + 1);
             produce_f64(&module, &stream, 16, d, c, nn, cycle)?;
             // SAFETY: same stream as the producer; buffers outlive the wait below.
-            let tk = unsafe { rb.enqueue_raw::<i32>(&stream, None, d, n as usize, c)? };
+            let tk = unsafe { rb.enqueue_raw(&stream, None, d, n as usize, sized_readback::RawCount::i32(c))? };
             let out = tk.wait()?;
             ensure!(
                 out.count() as u64 == nn,
@@ -681,7 +683,7 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
     let capture = ctx.new_stream()?;
     capture.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     // SAFETY: must be refused before any device work is enqueued.
-    let raw = unsafe { rb.enqueue_raw::<i32>(&capture, None, d, 8, c) };
+    let raw = unsafe { rb.enqueue_raw(&capture, None, d, 8, sized_readback::RawCount::i32(c)) };
     let safe = rb.enqueue(&capture, &data, &cnt);
     let graph = capture.end_capture(CUgraphInstantiate_flags(0))?;
     if let Some(g) = &graph {
@@ -694,10 +696,10 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
         ensure!(nodes == 0, "{nodes} node(s) were captured");
     }
     expect_err(raw, "raw enqueue under capture", |e| {
-        matches!(e, Error::InvalidConfig { .. })
+        matches!(e, Error::StreamCapturing)
     })?;
     expect_err(safe, "enqueue under capture", |e| {
-        matches!(e, Error::InvalidConfig { .. })
+        matches!(e, Error::StreamCapturing)
     })?;
     ensure!(rb.slots_in_use() == 0, "a refused enqueue kept a slot");
     // An `after` event recorded inside a capture joins the waiting stream to that capture:
@@ -710,7 +712,7 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
     let r = rb.enqueue_after(&joined, &in_capture, &data, &cnt);
     let ended = origin.end_capture(CUgraphInstantiate_flags(0));
     expect_err(r, "enqueue after an event of a capture", |e| {
-        matches!(e, Error::InvalidConfig { .. })
+        matches!(e, Error::StreamCapturing)
     })?;
     // Nothing of the readback's went into the graph (the driver accepts ending this capture:
     // the joined stream added no work).

@@ -13,8 +13,9 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use libtest_mimic::{Arguments, Failed, Trial};
-use sized_readback::kernels::{LaunchShape, Module};
-use sized_readback::pinned::DeviceBuffer;
+use sized_readback::testing::Kernels as Module;
+use sized_readback::LaunchShape;
+use sized_readback::testing::DeviceBuffer;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::ffi::c_void;
 use std::io::Read;
@@ -47,7 +48,7 @@ static BAD_INPUTS: AtomicU64 = AtomicU64::new(0);
 static FAULTS_SURVIVED: AtomicU64 = AtomicU64::new(0);
 
 fn launch(
-    module: &Arc<Module>,
+    module: &Module,
     name: &str,
     stream: &CudaStream,
     grid: u32,
@@ -70,7 +71,7 @@ fn launch(
 }
 
 /// `srb_busy_then_count`: one thread busy for `ns`, then `*count = n`.
-fn busy(module: &Arc<Module>, stream: &CudaStream, count: u64, n: i32, ns: u64) -> Result<()> {
+fn busy(module: &Module, stream: &CudaStream, count: u64, n: i32, ns: u64) -> Result<()> {
     let (mut c, mut nn, mut t) = (count, n, ns);
     launch(
         module,
@@ -86,7 +87,7 @@ fn busy(module: &Arc<Module>, stream: &CudaStream, count: u64, n: i32, ns: u64) 
 }
 
 /// `srb_fault`: a store to address 0x8 (illegal address).
-fn fault(module: &Arc<Module>, stream: &CudaStream) -> Result<()> {
+fn fault(module: &Module, stream: &CudaStream) -> Result<()> {
     let mut off = 0u64;
     launch(
         module,
@@ -610,61 +611,61 @@ fn bad_inputs_are_errors() -> Result<()> {
     // whose addresses are live device memory of this context.
     unsafe {
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, d, 4, 0),
+            rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(0)),
             "null count",
             bad_ptr,
         )?;
         for (k, off) in [(4usize, 1u64), (4, 2), (4, 3)] {
             expect_err(
-                rb.enqueue_raw::<i32>(&stream, None, d, 4, c + off),
+                rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(c + off)),
                 "misaligned i32 count",
                 |e| matches!(e, Error::BadPointer { align, .. } if *align == k),
             )?;
         }
         for off in [1u64, 4] {
             expect_err(
-                rb.enqueue_raw::<u64>(&stream, None, d, 4, c64 + off),
+                rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::u64(c64 + off)),
                 "misaligned u64 count",
                 |e| matches!(e, Error::BadPointer { align: 8, .. }),
             )?;
             expect_err(
-                rb.enqueue_raw::<i64>(&stream, None, d, 4, c64 + off),
+                rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i64(c64 + off)),
                 "misaligned i64 count",
                 |e| matches!(e, Error::BadPointer { align: 8, .. }),
             )?;
         }
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, hp, 4, c),
+            rb.enqueue_raw(&stream, None, hp, 4, sized_readback::RawCount::i32(c)),
             "host data",
             bad_ptr,
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, d, 4, hp),
+            rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(hp)),
             "host count",
             bad_ptr,
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, 0, 4, c),
+            rb.enqueue_raw(&stream, None, 0, 4, sized_readback::RawCount::i32(c)),
             "null data",
             bad_ptr,
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, freed, 4, c),
+            rb.enqueue_raw(&stream, None, freed, 4, sized_readback::RawCount::i32(c)),
             "freed data",
             bad_ptr,
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, d, 4, freed),
+            rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(freed)),
             "freed count",
             bad_ptr,
         )?;
         expect_err(
-            rb.enqueue_raw::<i32>(&stream, None, 0x1000, 4, c),
+            rb.enqueue_raw(&stream, None, 0x1000, 4, sized_readback::RawCount::i32(c)),
             "wild data address",
             bad_ptr,
         )?;
         // A null source of length 0 is fine; a positive count then exceeds it.
-        let t = rb.enqueue_raw::<i32>(&stream, None, 0, 0, c)?;
+        let t = rb.enqueue_raw(&stream, None, 0, 0, sized_readback::RawCount::i32(c))?;
         expect_err(t.wait(), "count past an empty source", |e| {
             matches!(
                 e,
@@ -676,7 +677,7 @@ fn bad_inputs_are_errors() -> Result<()> {
             )
         })?;
         drop(t);
-        let t = rb.enqueue_raw::<i32>(&stream, None, d, 4, c + 4)?;
+        let t = rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i32(c + 4))?;
         ensure!(t.wait()?.as_slice() == [1.0, 2.0, 3.0]);
     }
     // Foreign context: stream, data, count, event, raw pointer.
@@ -709,7 +710,7 @@ fn bad_inputs_are_errors() -> Result<()> {
         foreign("the event"),
     )?;
     // SAFETY: rejected before any device work.
-    let r = unsafe { rb.enqueue_raw::<i32>(&stream, None, oraw.ptr(), 4, c) };
+    let r = unsafe { rb.enqueue_raw(&stream, None, oraw.ptr(), 4, sized_readback::RawCount::i32(c)) };
     expect_err(r, "foreign raw data", foreign("the data"))?;
     // Slots exhausted, then fine again.
     let held = rb.enqueue(&stream, &data, &cnt)?;
@@ -1029,7 +1030,7 @@ fn two_gpus() -> Result<()> {
     let (p1, _g) = d1.device_ptr(&s1);
     let (p0, _g0) = n0.device_ptr(&s0);
     // SAFETY: must be rejected before any device work.
-    let r = unsafe { rb0.enqueue_raw::<i32>(&s0, None, p1, 8, p0) };
+    let r = unsafe { rb0.enqueue_raw(&s0, None, p1, 8, sized_readback::RawCount::i32(p0)) };
     expect_err(r, "device 1 raw pointer", |e| {
         matches!(e, Error::ForeignContext { what: "the data" })
     })?;

@@ -1,6 +1,6 @@
 //! Owned buffers: pinned host memory (optionally mapped into the device's address space) and
 //! device memory. Both free themselves on drop with their context bound.
-use crate::driver;
+use super::driver;
 use crate::error::Result;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::CudaContext;
@@ -12,11 +12,10 @@ use std::sync::Arc;
 /// slowly). With `mapped`, it is also mapped into the device's address space
 /// (`CU_MEMHOSTALLOC_DEVICEMAP`), and `PORTABLE` makes it usable from every context.
 #[derive(Debug)]
-pub struct PinnedBuffer {
+pub(crate) struct PinnedBuffer {
     ctx: Arc<CudaContext>,
     host: *mut u8,
     device: CUdeviceptr,
-    len: usize,
 }
 
 // SAFETY: the buffer is plain memory owned by this value; the raw pointer is only an address.
@@ -27,9 +26,8 @@ unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
     /// Allocates `len` bytes (at least 1), zero-filled.
-    pub fn new(ctx: &Arc<CudaContext>, len: usize, mapped: bool) -> Result<Self> {
-        ctx.bind_to_thread()
-            .map_err(crate::Error::cuda("cuCtxSetCurrent"))?;
+    pub(crate) fn new(ctx: &Arc<CudaContext>, len: usize, mapped: bool) -> Result<Self> {
+        driver::bind(ctx)?;
         let mut flags = sys::CU_MEMHOSTALLOC_PORTABLE;
         if mapped {
             flags |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
@@ -42,7 +40,6 @@ impl PinnedBuffer {
             ctx: ctx.clone(),
             host,
             device: 0,
-            len,
         };
         if mapped {
             // SAFETY: host was allocated with DEVICEMAP in the current context.
@@ -52,27 +49,19 @@ impl PinnedBuffer {
     }
 
     /// Host address of byte 0.
-    pub fn host_ptr(&self) -> *mut u8 {
+    pub(crate) fn host_ptr(&self) -> *mut u8 {
         self.host
     }
     /// Device address of byte 0 (0 when not mapped).
-    pub fn device_ptr(&self) -> CUdeviceptr {
+    pub(crate) fn device_ptr(&self) -> CUdeviceptr {
         self.device
-    }
-    /// Bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether the buffer holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
         // Errors cannot be returned from drop; a failed free leaks rather than crashes.
-        let _ = self.ctx.bind_to_thread();
+        let _ = driver::bind(&self.ctx);
         // SAFETY: allocated by host_alloc, freed once; owners wait for device work first.
         let _ = unsafe { driver::host_free(self.host) };
     }
@@ -80,42 +69,31 @@ impl Drop for PinnedBuffer {
 
 /// Device memory from `cuMemAlloc`, zero-filled.
 #[derive(Debug)]
-pub struct DeviceBuffer {
+pub(crate) struct DeviceBuffer {
     ctx: Arc<CudaContext>,
     ptr: CUdeviceptr,
-    len: usize,
 }
 
 impl DeviceBuffer {
     /// Allocates `len` bytes (at least 1), zero-filled.
-    pub fn new_zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
-        ctx.bind_to_thread()
-            .map_err(crate::Error::cuda("cuCtxSetCurrent"))?;
+    pub(crate) fn new_zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        driver::bind(ctx)?;
         // SAFETY: the context is current.
         let ptr = unsafe { driver::device_alloc_zeroed(len.max(1))? };
         Ok(DeviceBuffer {
             ctx: ctx.clone(),
             ptr,
-            len,
         })
     }
     /// Device address of byte 0.
-    pub fn ptr(&self) -> CUdeviceptr {
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
         self.ptr
-    }
-    /// Bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether the buffer holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
+        let _ = driver::bind(&self.ctx);
         // SAFETY: allocated by device_alloc_zeroed, freed once; owners wait for device work first.
         let _ = unsafe { driver::device_free(self.ptr) };
     }

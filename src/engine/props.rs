@@ -1,16 +1,36 @@
-//! Property tests of the host-side logic that needs no GPU (runs in CI):
+//! Property tests of the host-side logic that needs no GPU (run in CI):
 //! - the slot ring against a simple model, over random sequences of acquires and releases;
 //! - trailer decoding: never panics on arbitrary trailers, maps the status bits exactly, and
 //!   turns what the pack kernel writes for a count into the outcome that count deserves;
 //! - slot layout arithmetic against a 128-bit model: alignment, no overlap, and overflow
 //!   reported as an error, never wrapped.
+use super::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES};
+use super::ring::Ring;
+use super::trailer::{self, Filler, Trailer};
+use crate::raw::abi;
+use crate::{CountKind, Error};
 use proptest::prelude::*;
-use sized_readback::abi;
-use sized_readback::layout::{
-    decode_trailer, SlotLayout, Trailer, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES,
-};
-use sized_readback::ring::Ring;
-use sized_readback::{CountKind, Error};
+
+/// The pack decode of `t`, as the old `decode_trailer` took its arguments.
+fn decode_trailer(
+    t: &Trailer,
+    expected: u64,
+    slot: usize,
+    kind: CountKind,
+    capacity: usize,
+    lens: &[usize],
+) -> crate::Result<usize> {
+    trailer::decode(
+        t,
+        expected,
+        slot,
+        capacity,
+        Filler::Pack {
+            kind,
+            source_lens: lens,
+        },
+    )
+}
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")

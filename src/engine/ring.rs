@@ -1,16 +1,16 @@
 //! The slot ring: which slots are free, which are held by a ticket, and the sequence numbers.
-//! Pure host logic, no GPU needed (property-tested in `tests/props.rs`).
+//! Pure host logic, no GPU needed (property-tested in `props`).
 
 /// A slot handed out for one readback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lease {
+pub(crate) struct Lease {
     /// Slot index.
-    pub slot: usize,
+    pub(crate) slot: usize,
     /// Sequence number of this readback (unique per ring, starting at 1).
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Whether an earlier readback used this slot; its device work may still be in flight,
     /// so the new one must be ordered after it (a stream wait on the slot's event).
-    pub reused: bool,
+    pub(crate) reused: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +21,7 @@ enum State {
 
 /// Slot states and the next sequence number.
 #[derive(Debug, Clone)]
-pub struct Ring {
+pub(crate) struct Ring {
     states: Vec<State>,
     next_seq: u64,
     cursor: usize,
@@ -29,7 +29,7 @@ pub struct Ring {
 
 impl Ring {
     /// A ring of `slots` free, never used slots. Panics if `slots` is zero (callers validate).
-    pub fn new(slots: usize) -> Self {
+    pub(crate) fn new(slots: usize) -> Self {
         assert!(slots > 0, "a ring needs at least one slot");
         Ring {
             states: vec![State::Free { used: false }; slots],
@@ -39,17 +39,13 @@ impl Ring {
     }
 
     /// Number of slots.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.states.len()
     }
 
-    /// Always false: a ring has at least one slot.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Slots currently held.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.states
             .iter()
             .filter(|s| matches!(s, State::Held { .. }))
@@ -57,7 +53,7 @@ impl Ring {
     }
 
     /// Takes the next free slot in round-robin order, or `None` when every slot is held.
-    pub fn acquire(&mut self) -> Option<Lease> {
+    pub(crate) fn acquire(&mut self) -> Option<Lease> {
         let n = self.states.len();
         for i in 0..n {
             let slot = (self.cursor + i) % n;
@@ -78,7 +74,7 @@ impl Ring {
 
     /// Gives a slot back. Returns false (and changes nothing) if the slot is not held under
     /// that sequence number, so a double release cannot free someone else's slot.
-    pub fn release(&mut self, slot: usize, seq: u64) -> bool {
+    pub(crate) fn release(&mut self, slot: usize, seq: u64) -> bool {
         match self.states.get(slot) {
             Some(State::Held { seq: s }) if *s == seq => {
                 self.states[slot] = State::Free { used: true };
@@ -89,7 +85,8 @@ impl Ring {
     }
 
     /// The sequence number the next lease will get.
-    pub fn next_seq(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 }

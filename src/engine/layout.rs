@@ -1,25 +1,25 @@
-//! Slot layout arithmetic and trailer decoding: pure host logic, no GPU needed.
+//! Slot layout arithmetic: pure host logic, no GPU needed.
 //!
 //! A slot holds `capacity` elements of every column, each column starting at a multiple of
-//! [`COLUMN_ALIGN`] bytes, then the [`Trailer`] at the next multiple of 16; slots are
-//! [`SLOT_ALIGN`]-byte aligned. The constants come from `csrc/sized_readback.h` through bindgen.
-use crate::abi;
-use crate::element::CountKind;
+//! [`COLUMN_ALIGN`] bytes, then the trailer at the next multiple of 16; slots are
+//! [`SLOT_ALIGN`]-byte aligned. The constants come from `include/sized_readback/slot.h`
+//! through bindgen.
 use crate::error::{Error, Result};
+use crate::raw::abi;
 
 /// Each column's region starts at a multiple of this many bytes.
-pub const COLUMN_ALIGN: usize = abi::SRB_COLUMN_ALIGN as usize;
+pub(crate) const COLUMN_ALIGN: usize = abi::SRB_COLUMN_ALIGN as usize;
 /// Each slot starts at a multiple of this many bytes.
-pub const SLOT_ALIGN: usize = abi::SRB_SLOT_ALIGN as usize;
+pub(crate) const SLOT_ALIGN: usize = abi::SRB_SLOT_ALIGN as usize;
 /// Most columns one readback can carry.
 pub const MAX_COLUMNS: usize = abi::SRB_MAX_COLUMNS as usize;
 /// Bytes of a trailer.
-pub const TRAILER_BYTES: usize = std::mem::size_of::<abi::srb_trailer>();
+pub(crate) const TRAILER_BYTES: usize = std::mem::size_of::<abi::srb_trailer>();
 
-/// The trailer at the end of every slot, as the kernel wrote it.
-pub type Trailer = abi::srb_trailer;
-
-/// Where each column and the trailer sit inside a slot, in bytes.
+/// Where each column and the trailer sit inside a slot, in bytes: what the pack kernel and
+/// the append header write, and what the host reads. Every column region starts 16-byte
+/// aligned; the 32-byte trailer follows the last column, 16-byte aligned; slots are 128-byte
+/// aligned (`include/sized_readback/slot.h` draws it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotLayout {
     capacity: usize,
@@ -38,7 +38,7 @@ impl SlotLayout {
     ///
     /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
     /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
-    pub fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
+    pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::config("capacity must be at least 1 element"));
         }
@@ -49,8 +49,9 @@ impl SlotLayout {
             )));
         }
         let overflow = || {
+            let row: u128 = elem_sizes.iter().map(|&s| s as u128).sum();
             Error::config(format!(
-                "a slot of {capacity} elements of {elem_sizes:?} bytes overflows the address space"
+                "a slot of {capacity} rows of {row} bytes overflows the address space"
             ))
         };
         let mut offsets = Vec::with_capacity(elem_sizes.len());
@@ -115,11 +116,11 @@ impl SlotLayout {
         self.trailer_offset + TRAILER_BYTES
     }
     /// Bytes of one row (one element of every column).
-    pub fn row_bytes(&self) -> usize {
+    pub(crate) fn row_bytes(&self) -> usize {
         self.elem_sizes.iter().sum()
     }
     /// Bytes of `slots` slots, or an error if that overflows.
-    pub fn total_bytes(&self, slots: usize) -> Result<usize> {
+    pub(crate) fn total_bytes(&self, slots: usize) -> Result<usize> {
         if slots == 0 {
             return Err(Error::config("a readback needs at least 1 slot"));
         }
@@ -129,80 +130,14 @@ impl SlotLayout {
     }
 }
 
-/// Decodes a trailer read from slot `slot` for the readback with sequence number `expected`.
-///
-/// `source_lens` are the lengths of the columns' sources, to name the column that was too
-/// short. Returns the count on success, or the error the kernel's status bits stand for.
-pub fn decode_trailer(
-    t: &Trailer,
-    expected: u64,
-    slot: usize,
-    kind: CountKind,
-    capacity: usize,
-    source_lens: &[usize],
-) -> Result<usize> {
-    if t.seq != expected || t.magic != abi::SRB_TRAILER_MAGIC {
-        return Err(Error::CorruptTrailer {
-            slot,
-            expected,
-            found: t.seq,
-            magic: t.magic,
-        });
-    }
-    let count = t.count_raw;
-    if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
-        return Err(Error::NegativeCount {
-            count: count as i64,
-        });
-    }
-    if t.status & abi::SRB_STATUS_OVER_CAPACITY != 0 {
-        return Err(Error::CountExceedsCapacity { count, capacity });
-    }
-    if t.status & abi::SRB_STATUS_OVER_SOURCE != 0 {
-        let column = source_lens
-            .iter()
-            .position(|&len| (len as u64) < count)
-            .unwrap_or(0);
-        return Err(Error::CountExceedsSource {
-            count,
-            column,
-            source_len: source_lens.get(column).copied().unwrap_or(0),
-        });
-    }
-    if t.status != abi::SRB_STATUS_OK || t.count_copied != count || count > capacity as u64 {
-        return Err(Error::CorruptTrailer {
-            slot,
-            expected,
-            found: t.seq,
-            magic: t.magic,
-        });
-    }
-    if kind.is_signed() && (count as i64) < 0 {
-        return Err(Error::NegativeCount {
-            count: count as i64,
-        });
-    }
-    Ok(count as usize)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn trailer(raw: u64, copied: u64, status: u32, seq: u64) -> Trailer {
-        Trailer {
-            count_raw: raw,
-            count_copied: copied,
-            status,
-            magic: abi::SRB_TRAILER_MAGIC,
-            seq,
-        }
-    }
-
     #[test]
     fn trailer_is_32_bytes_and_matches_the_header() {
         assert_eq!(TRAILER_BYTES, 32);
-        assert_eq!(std::mem::offset_of!(Trailer, seq), 24);
+        assert_eq!(std::mem::offset_of!(abi::srb_trailer, seq), 24);
         assert_eq!(std::mem::size_of::<abi::srb_column>(), 32);
         assert_eq!(COLUMN_ALIGN, 16);
         assert_eq!(SLOT_ALIGN, 128);
@@ -263,66 +198,5 @@ mod tests {
             l.total_bytes(usize::MAX),
             Err(Error::InvalidConfig { .. })
         ));
-    }
-
-    #[test]
-    fn decodes_a_good_trailer() {
-        let t = trailer(5, 5, 0, 7);
-        assert_eq!(
-            decode_trailer(&t, 7, 0, CountKind::I32, 8, &[10]).unwrap(),
-            5
-        );
-        let empty = trailer(0, 0, 0, 1);
-        assert_eq!(
-            decode_trailer(&empty, 1, 0, CountKind::U64, 8, &[0]).unwrap(),
-            0
-        );
-    }
-
-    #[test]
-    fn maps_status_bits_to_errors() {
-        let neg = trailer((-3i64) as u64, 0, abi::SRB_STATUS_NEGATIVE, 2);
-        assert!(matches!(
-            decode_trailer(&neg, 2, 0, CountKind::I32, 8, &[8]),
-            Err(Error::NegativeCount { count: -3 })
-        ));
-        let over = trailer(9, 0, abi::SRB_STATUS_OVER_CAPACITY, 2);
-        assert!(matches!(
-            decode_trailer(&over, 2, 0, CountKind::I32, 8, &[100]),
-            Err(Error::CountExceedsCapacity {
-                count: 9,
-                capacity: 8
-            })
-        ));
-        let short = trailer(6, 0, abi::SRB_STATUS_OVER_SOURCE, 2);
-        assert!(matches!(
-            decode_trailer(&short, 2, 0, CountKind::I32, 8, &[10, 5]),
-            Err(Error::CountExceedsSource {
-                count: 6,
-                column: 1,
-                source_len: 5
-            })
-        ));
-    }
-
-    #[test]
-    fn stale_or_garbled_trailers_are_corrupt() {
-        let stale = trailer(5, 5, 0, 6);
-        assert!(matches!(
-            decode_trailer(&stale, 7, 3, CountKind::I32, 8, &[8]),
-            Err(Error::CorruptTrailer {
-                slot: 3,
-                expected: 7,
-                found: 6,
-                ..
-            })
-        ));
-        let mut bad_magic = trailer(5, 5, 0, 7);
-        bad_magic.magic = 0;
-        assert!(decode_trailer(&bad_magic, 7, 0, CountKind::I32, 8, &[8]).is_err());
-        let mismatch = trailer(5, 4, 0, 7);
-        assert!(decode_trailer(&mismatch, 7, 0, CountKind::I32, 8, &[8]).is_err());
-        let too_big = trailer(9, 9, 0, 7);
-        assert!(decode_trailer(&too_big, 7, 0, CountKind::I32, 8, &[9]).is_err());
     }
 }

@@ -10,11 +10,10 @@
 //!
 //! Device memory is raw (`cuMemAlloc`), as in the seed, so ordering is by explicit events
 //! (`compute_done`), not cudarc's tracking.
-use crate::driver;
 use crate::error::{Error, Result};
-use crate::kernels::{LaunchShape, Module};
-use crate::pinned::{DeviceBuffer, PinnedBuffer};
-use crate::readback::{Readback, ReadbackConfig, Transport};
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::driver;
+use crate::{LaunchShape, RawCount, Readback, ReadbackConfig, Transport};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::ffi::c_void;
 use std::io::Write;
@@ -146,24 +145,28 @@ pub fn format_like_cout(x: f64) -> String {
     }
 }
 
-fn cpu_work(out: &mut impl Write, k: i32, h_array: &[f64], h_size: &[i32; 2]) -> Result<()> {
-    let io = |e: std::io::Error| Error::config(format!("writing the output: {e}"));
-    writeln!(out, "From kernel launch {k}").map_err(io)?;
+/// Prints what the seed's `cpuWork` prints for cycle `k`.
+pub fn cpu_work(out: &mut impl Write, k: i32, h_array: &[f64], h_size: &[i32; 2]) -> std::io::Result<()> {
+    writeln!(out, "From kernel launch {k}")?;
     for (i, v) in h_array.iter().take(7).enumerate() {
-        writeln!(out, "h_array[{i}] = {}", format_like_cout(*v)).map_err(io)?;
+        writeln!(out, "h_array[{i}] = {}", format_like_cout(*v))?;
     }
-    writeln!(out, "h_size[{}] = {}", k % 2, h_size[(k % 2) as usize]).map_err(io)
+    writeln!(out, "h_size[{}] = {}", k % 2, h_size[(k % 2) as usize])
 }
 
 fn bind(ctx: &CudaContext) -> Result<()> {
-    ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
+    driver::bind(ctx)
+}
+
+/// A failed write of the program's output (to the caller's writer), as an error value.
+fn io(e: std::io::Error) -> Error {
+    Error::config(format!("writing the output: {e}"))
 }
 
 /// Runs the seed program on `ctx`, writing what its `cpuWork` prints to `out`.
 pub fn run(ctx: &Arc<CudaContext>, opts: SeedOptions, out: &mut impl Write) -> Result<()> {
     bind(ctx)?;
-    let module = Module::load(ctx)?;
-    let kernel = module.function("seed_kernel")?;
+    let kernel = super::Kernels::load(ctx)?.function("seed_kernel")?;
     let num_blocks = BUFFER_SIZE.div_ceil(BLOCK as usize) as u32;
 
     // Host buffers: h_size = {2, 7}, h_array = 0.14 everywhere (pinned, as in the seed).
@@ -250,12 +253,12 @@ pub fn run(ctx: &Arc<CudaContext>, opts: SeedOptions, out: &mut impl Write) -> R
                 // after the kernel that writes them, and the next kernel writing buffer b is
                 // launched only after this ticket has been waited on.
                 let ticket = unsafe {
-                    rb.enqueue_raw::<i32>(
+                    rb.enqueue_raw(
                         &copy,
                         Some(&compute_done[b]),
                         array_addr(b),
                         BUFFER_SIZE,
-                        size_addr(b),
+                        RawCount::i32(size_addr(b)),
                     )?
                 };
                 Ok(Some(ticket))
@@ -313,13 +316,13 @@ pub fn run(ctx: &Arc<CudaContext>, opts: SeedOptions, out: &mut impl Write) -> R
         launch(k)?;
         receive(pending, k - 1)?;
         let (a, s) = snapshot();
-        cpu_work(out, k - 1, &a, &s)?;
+        cpu_work(out, k - 1, &a, &s).map_err(io)?;
     }
     let k = CYCLES - 1;
     let pending = communicate(k)?;
     receive(pending, k)?;
     let (a, s) = snapshot();
-    cpu_work(out, k, &a, &s)?;
+    cpu_work(out, k, &a, &s).map_err(io)?;
     ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))?;
     Ok(())
 }

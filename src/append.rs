@@ -1,0 +1,446 @@
+//! Device-side append: the user's kernel writes its rows and the count straight into a slot,
+//! through the CUDA header `sized_readback/append.cuh`. No count in device memory, no pack
+//! kernel, no second launch.
+//!
+//! The kernel side (one readback per grid; see the header for the exact rules):
+//!
+//! ```cuda
+//! #include <sized_readback/append.cuh>
+//! extern "C" __global__ void left_box(srb_append_desc d, const double* x, long long n, double L) {
+//!     using Append = srb::BlockAppend<256, double, long long>;
+//!     __shared__ Append::TempStorage tmp;
+//!     Append app(tmp, d);
+//!     for (long long b = (long long)blockIdx.x * 256; b < n; b += (long long)gridDim.x * 256) {
+//!         long long i = b + threadIdx.x;
+//!         bool out = i < n && (x[i] < 0 || x[i] >= L);
+//!         app.append(out, out ? x[i] : 0.0, i);
+//!     }
+//!     app.finish();
+//! }
+//! ```
+//!
+//! The host side: [`AppendReadback::append`] reserves a slot, hands its [`AppendDesc`] to a
+//! closure that launches the kernel on the stream, records the slot's completion, and returns
+//! an [`AppendTicket`], waited on like any ticket:
+//!
+//! ```no_run
+//! # use sized_readback::{AppendReadback, ColumnSchema, ReadbackConfig};
+//! # use cudarc::driver::{LaunchConfig, PushKernelArg};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let ctx = sized_readback::device::open(0)?;
+//! # let stream = ctx.new_stream()?;
+//! # let ptx = cudarc::nvrtc::compile_ptx(sized_readback::append::HEADER)?;
+//! # let f = ctx.load_module(ptx)?.load_function("left_box")?;
+//! # let (x, n, l) = (stream.alloc_zeros::<f64>(1024)?, 1024i64, 1.0f64);
+//! let mut schema = ColumnSchema::new();
+//! let pos = schema.column::<f64>();
+//! let id = schema.column::<i64>();
+//! let rb = AppendReadback::new(&ctx, &schema, ReadbackConfig::new(1 << 16))?;
+//! let ticket = rb.append(&stream, |desc| {
+//!     let mut b = stream.launch_builder(&f);
+//!     b.arg(desc).arg(&x).arg(&n).arg(&l);
+//!     // SAFETY: left_box(srb_append_desc, const double*, long long, double), 256 threads.
+//!     unsafe { b.launch(LaunchConfig { grid_dim: (132, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }) }
+//!         .map(drop)
+//! })?;
+//! let out = ticket.wait()?;                      // the rows, in no particular order
+//! println!("{} left: {:?}", out.count(), &out.column(id)[..out.count().min(4)]);
+//! # let _ = pos; Ok(()) }
+//! ```
+//!
+//! # Why a closure
+//! The slot must be reserved before the launch (its descriptor is a kernel parameter) and its
+//! completion recorded right after it, on the same stream, whatever the launch did. A closure
+//! makes that pairing impossible to get wrong; [`AppendReadback::begin`] gives the same two
+//! halves separately ([`PendingAppend`]) for code that launches elsewhere, and finishing it is
+//! still guaranteed by its `Drop`.
+//!
+//! # Overflow
+//! The kernel keeps counting past the capacity: rows past it go to a device-side spill region
+//! (`ReadbackConfig::spill` rows per slot, by default as many as the capacity), and beyond
+//! that are dropped but counted. The wait then returns [`Error::AppendOverflow`] with the true
+//! count; [`AppendTicket::partial`] still gives the `capacity` rows in the slot, and
+//! [`AppendTicket::fetch_spill`] brings the spilled ones back with one pack. Past the spill,
+//! grow the readback to the true count and run the kernel again.
+use crate::columns::{ColumnReadout, ColumnSchema, ColumnTicket};
+use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::engine::host::HostEngine;
+use crate::engine::layout::SlotLayout;
+use crate::engine::ring::Lease;
+use crate::engine::ticket::{Fill, TicketCore};
+use crate::error::{Error, Result};
+use crate::raw::abi;
+use cudarc::driver::sys::{CUevent, CUstream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DeviceRepr, DriverError};
+use std::marker::PhantomData;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// The append header and the slot header it includes, as one source for NVRTC: prepend it to
+/// a kernel's source (or pass it as the header `sized_readback/append.cuh`).
+pub const HEADER: &str = concat!(
+    include_str!("../include/sized_readback/slot.h"),
+    "\n",
+    include_str!("../include/sized_readback/append.cuh")
+);
+
+/// The directory that holds `sized_readback/append.cuh` and `sized_readback/slot.h`, for
+/// `nvcc -I`. Dependents' build scripts get it as `DEP_SIZED_READBACK_INCLUDE`.
+pub const INCLUDE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
+
+/// The descriptor of one append readback slot: a kernel's `srb_append_desc` parameter, passed
+/// by value (it is `DeviceRepr`, so `launch_builder(..).arg(&desc)` works). Made only by the
+/// readback; valid for the one grid it is handed to.
+#[derive(Debug, Clone, Copy)]
+#[repr(transparent)]
+pub struct AppendDesc(abi::srb_append_desc);
+
+// SAFETY: repr(transparent) over srb_append_desc, a repr(C) struct of integers that the
+// kernel's header declares with the same layout (bindgen's layout tests check it).
+unsafe impl DeviceRepr for AppendDesc {}
+
+impl AppendDesc {
+    pub(crate) fn new(d: abi::srb_append_desc) -> Self {
+        AppendDesc(d)
+    }
+    /// The readback's sequence number this descriptor appends as (0: decided on the device,
+    /// for graph replay).
+    pub fn seq(&self) -> u64 {
+        self.0.seq
+    }
+    #[cfg(feature = "capi")]
+    pub(crate) fn raw(&self) -> &abi::srb_append_desc {
+        &self.0
+    }
+    /// Its bytes, as the kernel parameter (for C launches through `cuLaunchKernel`).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: a plain repr(C) struct of integers without padding bytes read as u8.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self as *const Self).cast::<u8>(),
+                std::mem::size_of::<Self>(),
+            )
+        }
+    }
+}
+
+/// A readback whose slots are filled by the user's kernels through the append header. `Send`
+/// and `Sync`; each append takes its own slot, as enqueues do.
+#[derive(Debug)]
+pub struct AppendReadback {
+    engine: RwLock<Arc<HostEngine>>,
+    schema: Arc<ColumnSchema>,
+}
+
+impl AppendReadback {
+    /// An append readback of the columns of `schema`, `config.capacity` rows per slot and
+    /// `config.spill` rows of spill per slot (default: the capacity).
+    ///
+    /// Errors as [`crate::ColumnReadback::new`].
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        schema: &ColumnSchema,
+        config: ReadbackConfig,
+    ) -> Result<Self> {
+        schema.validate()?;
+        Ok(AppendReadback {
+            engine: RwLock::new(HostEngine::new(ctx, &schema.elem_sizes(), &config, true)?),
+            schema: Arc::new(schema.clone()),
+        })
+    }
+
+    fn engine(&self) -> Arc<HostEngine> {
+        self.engine
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The columns.
+    pub fn schema(&self) -> &ColumnSchema {
+        &self.schema
+    }
+    /// Rows one slot holds.
+    pub fn capacity(&self) -> usize {
+        self.engine().slots().layout().capacity()
+    }
+    /// Rows of spill per slot.
+    pub fn spill_capacity(&self) -> usize {
+        self.engine().spill_rows()
+    }
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.engine().slots().num_slots()
+    }
+    /// Slots currently held by tickets.
+    pub fn slots_in_use(&self) -> usize {
+        self.engine().held()
+    }
+    /// The transport.
+    pub fn transport(&self) -> Transport {
+        self.engine().transport()
+    }
+    /// The wait mode in effect (never `Auto`).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.engine().slots().wait_mode()
+    }
+    /// The slot layout.
+    pub fn layout(&self) -> SlotLayout {
+        self.engine().slots().layout().clone()
+    }
+    /// The context.
+    pub fn context(&self) -> Arc<CudaContext> {
+        self.engine().context().clone()
+    }
+
+    /// Replaces the slots with ones of `capacity` rows (and, unless `spill` was set, as many
+    /// rows of spill). Tickets already handed out keep the old slots until they drop.
+    pub fn grow(&self, capacity: usize) -> Result<()> {
+        let old = self.engine();
+        let mut config = old.slots().config().clone();
+        config.capacity = capacity;
+        let new = HostEngine::new(old.context(), &self.schema.elem_sizes(), &config, true)?;
+        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
+    }
+
+    /// Reserves a slot, calls `launch` with its descriptor (which must launch exactly one
+    /// grid that appends through it, on `stream`), then records the slot's completion on
+    /// `stream` and returns the ticket. Returns at once: nothing waits for the kernel.
+    ///
+    /// Errors: [`Error::SlotsExhausted`], [`Error::StreamCapturing`] (capture a
+    /// [`crate::GraphReadback::append_desc`] instead), [`Error::ForeignContext`],
+    /// [`Error::Cuda`] (the launch's error is reported as the call "the append kernel's
+    /// launch"). After a failed launch the slot is given back.
+    pub fn append<F>(&self, stream: &CudaStream, launch: F) -> Result<AppendTicket>
+    where
+        F: FnOnce(&AppendDesc) -> std::result::Result<(), DriverError>,
+    {
+        let pending = self.begin(stream, None)?;
+        let launched = launch(pending.desc()).map_err(Error::cuda("the append kernel's launch"));
+        pending.finish(launched)
+    }
+
+    /// Like [`AppendReadback::append`], after `after` (an event recorded after the work the
+    /// kernel depends on, on another stream).
+    pub fn append_after<F>(
+        &self,
+        stream: &CudaStream,
+        after: &CudaEvent,
+        launch: F,
+    ) -> Result<AppendTicket>
+    where
+        F: FnOnce(&AppendDesc) -> std::result::Result<(), DriverError>,
+    {
+        let pending = self.begin(stream, Some(after))?;
+        let launched = launch(pending.desc()).map_err(Error::cuda("the append kernel's launch"));
+        pending.finish(launched)
+    }
+
+    /// The first half of [`AppendReadback::append`]: reserves a slot on `stream` (after
+    /// `after`) and returns its descriptor. Launch the kernel on `stream`, then call
+    /// [`PendingAppend::launched`]; dropping it instead records the slot as failed.
+    pub fn begin<'s>(
+        &self,
+        stream: &'s CudaStream,
+        after: Option<&CudaEvent>,
+    ) -> Result<PendingAppend<'s>> {
+        let engine = self.engine();
+        engine.slots().check_stream(stream)?;
+        let after = after.map(|e| engine.slots().check_event(e)).transpose()?;
+        // SAFETY: the stream and event are of this context (checked); the pending append
+        // borrows the stream.
+        unsafe { self.begin_raw(engine, stream.cu_stream(), after) }
+    }
+
+    /// [`AppendReadback::begin`] with raw handles (the C API's path), after checking that
+    /// `stream` belongs to this readback's context.
+    ///
+    /// # Safety
+    /// `stream` and `after` are live handles; `stream` outlives the returned value.
+    #[cfg(feature = "capi")]
+    pub(crate) unsafe fn begin_unchecked_stream<'s>(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+    ) -> Result<PendingAppend<'s>> {
+        let engine = self.engine();
+        // SAFETY: per the contract.
+        unsafe {
+            engine.slots().check_raw_stream(stream)?;
+            self.begin_raw(engine, stream, after)
+        }
+    }
+
+    /// # Safety
+    /// `stream` and `after` are live handles of this context; `stream` outlives `'s`.
+    unsafe fn begin_raw<'s>(
+        &self,
+        engine: Arc<HostEngine>,
+        stream: CUstream,
+        after: Option<CUevent>,
+    ) -> Result<PendingAppend<'s>> {
+        // SAFETY: per the contract.
+        let (lease, desc, id) = unsafe { engine.append_begin(stream, after)? };
+        Ok(PendingAppend {
+            engine,
+            schema: self.schema.clone(),
+            stream,
+            _stream: PhantomData,
+            lease: Some(lease),
+            desc: AppendDesc(desc),
+            id,
+        })
+    }
+}
+
+/// A reserved append slot whose kernel is being launched: [`AppendReadback::begin`] made it,
+/// [`PendingAppend::launched`] turns it into the ticket. Borrows the stream it was reserved on.
+#[derive(Debug)]
+pub struct PendingAppend<'s> {
+    engine: Arc<HostEngine>,
+    schema: Arc<ColumnSchema>,
+    stream: CUstream,
+    _stream: PhantomData<&'s CudaStream>,
+    lease: Option<Lease>,
+    desc: AppendDesc,
+    id: u64,
+}
+
+// SAFETY: the stream handle may be used from any thread that binds the context (append_end
+// does); the rest is Send.
+unsafe impl Send for PendingAppend<'_> {}
+
+impl PendingAppend<'_> {
+    /// The descriptor to pass to the kernel.
+    pub fn desc(&self) -> &AppendDesc {
+        &self.desc
+    }
+
+    /// The sequence number of the readback this append fills.
+    pub fn seq(&self) -> u64 {
+        self.desc.0.seq
+    }
+
+    /// The kernel is launched on the stream: records the slot's completion and returns the
+    /// ticket.
+    pub fn launched(self) -> Result<AppendTicket> {
+        self.finish(Ok(()))
+    }
+
+    fn finish(mut self, launched: Result<()>) -> Result<AppendTicket> {
+        let lease = self.lease.take().expect("finished once");
+        // SAFETY: the stream is the one begin() reserved on (alive: borrowed for 's); the
+        // lease came from it.
+        unsafe {
+            self.engine
+                .append_end(self.stream, &lease, self.id, launched)?
+        };
+        Ok(AppendTicket {
+            core: TicketCore::new(self.engine.clone(), lease, Fill::Append),
+            schema: self.schema.clone(),
+        })
+    }
+}
+
+impl Drop for PendingAppend<'_> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            // SAFETY: as in finish; a failure marks the scratch for reset and frees the slot.
+            let _ = unsafe {
+                self.engine.append_end(
+                    self.stream,
+                    &lease,
+                    self.id,
+                    Err(Error::config("the append was dropped before its launch")),
+                )
+            };
+        }
+    }
+}
+
+/// One append's ticket: holds its slot until dropped; wait on it as on any ticket.
+#[derive(Debug)]
+pub struct AppendTicket {
+    core: TicketCore,
+    schema: Arc<ColumnSchema>,
+}
+
+impl AppendTicket {
+    /// Sequence number of this readback.
+    pub fn seq(&self) -> u64 {
+        self.core.seq()
+    }
+    /// The slot it occupies.
+    pub fn slot(&self) -> usize {
+        self.core.slot()
+    }
+
+    /// Blocks until the kernel has finished, then returns its rows (in no particular order).
+    ///
+    /// Errors: [`Error::AppendOverflow`] when it appended more rows than the capacity (see
+    /// [`AppendTicket::partial`] and [`AppendTicket::fetch_spill`]); [`Error::AppendUnfinished`]
+    /// when its stream finished without the trailer; [`Error::AppendMisuse`]; [`Error::Cuda`]
+    /// when the device reports an error. Never a hang.
+    pub fn wait(&self) -> Result<ColumnReadout<'_>> {
+        let v = self.core.wait_until(None)?;
+        Ok(ColumnReadout::new(v, &self.schema))
+    }
+
+    /// Like [`AppendTicket::wait`], giving up with [`Error::Timeout`] after `timeout`.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<ColumnReadout<'_>> {
+        let v = self.core.wait_timeout(timeout)?;
+        Ok(ColumnReadout::new(v, &self.schema))
+    }
+
+    /// The readout if the kernel has finished, `None` while it runs.
+    pub fn try_wait(&self) -> Result<Option<ColumnReadout<'_>>> {
+        Ok(self
+            .core
+            .try_wait()?
+            .map(|v| ColumnReadout::new(v, &self.schema)))
+    }
+
+    /// The rows in the slot: all of them, or, after an [`Error::AppendOverflow`], the first
+    /// `capacity` (in no particular order, like all rows). Waits first; other errors as
+    /// [`AppendTicket::wait`].
+    pub fn partial(&self) -> Result<ColumnReadout<'_>> {
+        let v = self.core.partial()?;
+        Ok(ColumnReadout::new(v, &self.schema))
+    }
+
+    /// After an [`Error::AppendOverflow`]: enqueues, on `stream`, the pack that brings back
+    /// the rows that went to the device-side spill region, and returns its ticket (its count
+    /// is the number of spilled rows). `None` when nothing spilled. The slot's next append
+    /// waits for it on the device.
+    pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
+        Ok(self
+            .core
+            .fetch_spill(stream)?
+            .map(|core| ColumnTicket::from_core(core, self.schema.clone())))
+    }
+
+    /// [`AppendTicket::fetch_spill`] on a raw stream, checked to be of the readback's context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle.
+    #[cfg(feature = "capi")]
+    pub(crate) unsafe fn fetch_spill_raw(&self, stream: CUstream) -> Result<Option<ColumnTicket>> {
+        // SAFETY: per the contract; then the stream is of this context.
+        unsafe {
+            self.core.check_raw_stream(stream)?;
+            Ok(self
+                .core
+                .fetch_spill_raw(stream)?
+                .map(|core| ColumnTicket::from_core(core, self.schema.clone())))
+        }
+    }
+}
+
+// Compile-time proof of the thread-safety claims in the docs.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<AppendReadback>();
+    send_sync::<AppendTicket>();
+    send_sync::<AppendDesc>();
+};

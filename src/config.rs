@@ -1,0 +1,107 @@
+//! Settings of a readback: capacity, slots, transport, wait mode, launch options.
+
+/// How the slot reaches the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Transport {
+    /// The kernel writes count and data straight into pinned, device-mapped host memory: only
+    /// the `count` rows and the trailer cross the bus. The default.
+    #[default]
+    Mapped,
+    /// The kernel writes into a device-side slot, then one fixed-size device-to-host copy moves
+    /// the whole slot (capacity rows plus trailer) into pinned host memory. Costs a
+    /// capacity-sized copy; for hosts or setups where mapped memory is unavailable or slow.
+    Staged,
+}
+
+/// How a ticket waits for its readback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WaitMode {
+    /// [`WaitMode::Trailer`] for the mapped transport, [`WaitMode::Event`] for the staged one.
+    #[default]
+    Auto,
+    /// Spin on the trailer's sequence number in mapped memory (lowest latency; one CPU core
+    /// busy while waiting). The slot's event is queried now and then, so device errors end
+    /// the wait. Mapped transport only.
+    Trailer,
+    /// `cuEventSynchronize` on the event recorded after the readback (with a timeout: polls
+    /// `cuEventQuery`). Whether it spins or sleeps follows the context's scheduling flags.
+    Event,
+}
+
+/// Settings of a readback. `ReadbackConfig::new(capacity)` gives 2 slots, the mapped
+/// transport and automatic choices for the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadbackConfig {
+    /// Rows (elements of every column) one slot holds. At least 1.
+    pub capacity: usize,
+    /// Readbacks that can be in flight or held at once. At least 1.
+    pub slots: usize,
+    /// See [`Transport`].
+    pub transport: Transport,
+    /// See [`WaitMode`].
+    pub wait: WaitMode,
+    /// Launch the pack kernel with programmatic dependent launch, so it starts while the
+    /// producer kernel before it in the stream drains. `None`: on when the device has compute
+    /// capability 9.0+ and the loaded pack kernel was compiled for compute_90+ (so it waits
+    /// for the producer with `griddepcontrol.wait`), unless the environment variable
+    /// `SIZED_READBACK_PDL` is `0` (an escape hatch for tools such as compute-sanitizer's
+    /// racecheck, which lost track of such launches on the H200). `Some(true)` on a pack
+    /// kernel without the wait, or for a graph readback, is an [`crate::Error::InvalidConfig`].
+    pub programmatic_launch: Option<bool>,
+    /// Most blocks of one pack launch. `None`: 4 per multiprocessor.
+    pub max_blocks: Option<u32>,
+    /// Append readbacks: rows per slot of the device-side spill region that takes the rows an
+    /// append kernel writes past the capacity. `None`: equal to the capacity. `Some(0)`: no
+    /// spill region (rows past the capacity are dropped, and counted).
+    pub spill: Option<usize>,
+}
+
+impl ReadbackConfig {
+    /// `capacity` rows per slot, 2 slots, mapped transport, automatic wait and launch.
+    pub fn new(capacity: usize) -> Self {
+        ReadbackConfig {
+            capacity,
+            slots: 2,
+            transport: Transport::Mapped,
+            wait: WaitMode::Auto,
+            programmatic_launch: None,
+            max_blocks: None,
+            spill: None,
+        }
+    }
+    /// Sets the number of slots.
+    pub fn slots(mut self, slots: usize) -> Self {
+        self.slots = slots;
+        self
+    }
+    /// Sets the transport.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+    /// Sets the wait mode.
+    pub fn wait(mut self, wait: WaitMode) -> Self {
+        self.wait = wait;
+        self
+    }
+    /// Forces programmatic dependent launch on or off.
+    pub fn programmatic_launch(mut self, on: bool) -> Self {
+        self.programmatic_launch = Some(on);
+        self
+    }
+    /// Caps the blocks of one pack launch.
+    pub fn max_blocks(mut self, blocks: u32) -> Self {
+        self.max_blocks = Some(blocks);
+        self
+    }
+    /// Sets the rows of an append readback's spill region per slot (0: none).
+    pub fn spill(mut self, rows: usize) -> Self {
+        self.spill = Some(rows);
+        self
+    }
+    /// The spill rows in effect: `spill`, or the capacity.
+    pub(crate) fn spill_rows(&self) -> usize {
+        self.spill.unwrap_or(self.capacity)
+    }
+}

@@ -1,0 +1,414 @@
+//! Device-sequenced readbacks, for CUDA graph replay. A graph freezes kernel parameters, so
+//! every run of a recorded pack (or append kernel) reads a device-resident counter (the
+//! sequence number of the previous readback), takes `seq = counter + 1` and `slot = (seq - 1)
+//! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
+//! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
+use super::layout::SlotLayout;
+use super::trailer::{self, Filler};
+use super::view::SlotView;
+use super::{ColumnSource, Lens, RawCount, Slots};
+use crate::config::ReadbackConfig;
+use crate::element::CountKind;
+use crate::error::{Error, Result};
+use crate::raw::abi;
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::driver;
+use cudarc::driver::sys::{CUevent, CUstream};
+use cudarc::driver::CudaContext;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+/// How every recording of one device-sequenced readback fills its slots (they must agree:
+/// the host cannot tell which recording produced a replay, and decodes each the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recording {
+    /// The pack kernel, from a count of `kind` and sources of `lens` elements.
+    Pack { kind: CountKind, lens: Lens },
+    /// User kernels through the append header.
+    Append,
+}
+
+/// What one attempt to take the next replay came to.
+#[derive(Debug)]
+pub(crate) enum Take {
+    /// Another thread was taking a replay until the deadline: nothing was looked at.
+    Busy,
+    /// Replay `seq`'s outcome: `Ok((slot, rows))`, now held; `Err(Timeout)`, nothing
+    /// consumed; any other error consumed it.
+    Seq(u64, Result<(usize, usize)>),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its data consistent, so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A ring of device-sequenced slots.
+#[derive(Debug)]
+pub(crate) struct DeviceEngine {
+    slots: Slots,
+    /// The `u64` sequence number of the newest finished readback (device memory).
+    counter: DeviceBuffer,
+    /// The mapped [`abi::srb_ring_ctl`].
+    ctl: PinnedBuffer,
+    /// Append recordings: the spill region (rows per slot, buffer, layout), or none.
+    spill: Option<(usize, DeviceBuffer, SlotLayout)>,
+    /// An event never recorded: querying it reports a sticky device error without waiting.
+    probe: CUevent,
+    /// Serializes the consumers, so readbacks are taken in order.
+    consumer: Mutex<()>,
+    /// Replays taken and not yet released, with their rows. `cursor` changes under it too.
+    held: Mutex<BTreeMap<u64, usize>>,
+    /// The next sequence number `take` returns.
+    cursor: AtomicU64,
+    /// How the recordings fill the slots; `None` until the first.
+    recording: Mutex<Option<Recording>>,
+}
+
+// SAFETY: the probe event and the buffers' addresses are used only with the context bound;
+// the host state is behind mutexes or atomic; Slots is Sync.
+unsafe impl Send for DeviceEngine {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceEngine {}
+
+impl DeviceEngine {
+    /// `cfg.slots` device-sequenced slots of `cfg.capacity` rows of `elem_sizes`, with a spill
+    /// region of `cfg.spill_rows()` rows per slot for append recordings.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+    ) -> Result<Self> {
+        let slots = Slots::new(ctx, elem_sizes, cfg, true)?;
+        let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
+        let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
+        let spill = match cfg.spill_rows() {
+            0 => None,
+            rows => {
+                let layout = SlotLayout::new(rows, elem_sizes)?;
+                let bytes = layout.total_bytes(cfg.slots)?;
+                Some((rows, DeviceBuffer::new_zeroed(ctx, bytes)?, layout))
+            }
+        };
+        // SAFETY: Slots::new bound the context.
+        let probe = unsafe { driver::event_create()? };
+        Ok(DeviceEngine {
+            slots,
+            counter,
+            ctl,
+            spill,
+            probe,
+            consumer: Mutex::new(()),
+            held: Mutex::new(BTreeMap::new()),
+            cursor: AtomicU64::new(1),
+            recording: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+    pub(crate) fn counter_ptr(&self) -> u64 {
+        self.counter.ptr()
+    }
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.cursor.load(Ordering::Acquire)
+    }
+
+    fn ctl_word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: the control words are two naturally aligned u64 at the start of a live,
+        // page-aligned pinned allocation owned by self; the device accesses them only with
+        // whole-word acquire loads and single-copy-atomic stores, so atomics are the host view.
+        unsafe { &*self.ctl.host_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    /// Tells the device that every readback up to `seq` has been released (Release: the
+    /// host's reads of those slots happen before the device may overwrite them; the device
+    /// reads it with ld.acquire.sys).
+    fn set_released(&self, seq: u64) {
+        self.ctl_word(std::mem::offset_of!(abi::srb_ring_ctl, released_seq))
+            .store(seq, Ordering::Release);
+    }
+
+    /// The newest sequence number the device dropped for a held slot (0: none).
+    pub(crate) fn overrun_seq(&self) -> u64 {
+        self.ctl_word(std::mem::offset_of!(abi::srb_ring_ctl, overrun_seq))
+            .load(Ordering::Acquire)
+    }
+
+    /// Errors unless `r` agrees with the recording `old` (`None` before the first).
+    fn check_agrees(old: Option<Recording>, r: Recording) -> Result<()> {
+        let Some(old) = old else { return Ok(()) };
+        if old == r {
+            return Ok(());
+        }
+        Err(Error::RecordingMismatch {
+            reason: match (old, r) {
+                (Recording::Pack { kind: a, .. }, Recording::Pack { kind: b, .. }) if a != b => {
+                    format!("the count type was {} before and is {} now", a.name(), b.name())
+                }
+                (Recording::Pack { lens: a, .. }, Recording::Pack { lens: b, .. }) => format!(
+                    "the source lengths were {} before and are {} now",
+                    list(a.as_slice()),
+                    list(b.as_slice())
+                ),
+                _ => "pack recordings and append kernels cannot share one graph readback"
+                    .to_string(),
+            },
+        })
+    }
+
+    /// Records one device-sequenced pack on `stream` (usually a stream being captured), after
+    /// `after` if given. Records no event and takes no slot on the host.
+    ///
+    /// # Safety
+    /// For every run of the pack: the sources and count are valid, allocated and unwritten
+    /// while it runs; this engine outlives every run; the device-sequenced readbacks of one
+    /// engine run one at a time. `stream` and `after` are live handles of this context.
+    pub(crate) unsafe fn record_pack(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        sources: &[ColumnSource],
+        count: RawCount,
+    ) -> Result<()> {
+        self.slots.check_sources(sources, count)?;
+        // SAFETY: per the contract.
+        unsafe { self.slots.check_raw_stream(stream)? };
+        let recording = Recording::Pack {
+            kind: count.kind(),
+            lens: super::Sources::new(sources).lens(),
+        };
+        // Held across the launch, so that concurrent recordings agree too.
+        let mut recorded = lock(&self.recording);
+        Self::check_agrees(*recorded, recording)?;
+        if let Some(e) = after {
+            // SAFETY: per the contract.
+            unsafe { driver::stream_wait_event(stream, e)? };
+        }
+        let mut p = self.slots.pack_params(sources, count, 0, 0);
+        p.seq_counter = self.counter.ptr();
+        p.ring_ctl = self.ctl.device_ptr();
+        // SAFETY: per the contract; programmatic launch is off for device-sequenced packs.
+        unsafe { self.slots.launch_pack(stream, p)? };
+        *recorded = Some(recording);
+        Ok(())
+    }
+
+    /// The append descriptor of this readback, valid for every run of every kernel recorded
+    /// with it (seq 0: the kernel decides seq and slot on the device).
+    pub(crate) fn append_desc(&self) -> Result<abi::srb_append_desc> {
+        {
+            let mut recorded = lock(&self.recording);
+            Self::check_agrees(*recorded, Recording::Append)?;
+            *recorded = Some(Recording::Append);
+        }
+        let layout = self.slots.layout();
+        let mut d = abi::srb_append_desc {
+            slots: self.slots.device_slots(),
+            slot_stride: layout.slot_stride() as u64,
+            trailer_offset: layout.trailer_offset() as u64,
+            capacity: layout.capacity() as u64,
+            slot_sync: self.slots.sync.ptr(),
+            seq: 0,
+            seq_counter: self.counter.ptr(),
+            ring_ctl: self.ctl.device_ptr(),
+            num_slots: self.slots.num_slots() as u32,
+            num_columns: layout.elem_sizes().len() as u32,
+            ..Default::default()
+        };
+        for (i, (&off, &size)) in layout
+            .column_offsets()
+            .iter()
+            .zip(layout.elem_sizes())
+            .enumerate()
+        {
+            d.column_offset[i] = off as u64;
+            d.elem_size[i] = size as u32;
+        }
+        if let Some((rows, buf, l)) = &self.spill {
+            d.spill = buf.ptr();
+            d.spill_stride = l.slot_stride() as u64;
+            d.spill_capacity = *rows as u64;
+            for (i, &off) in l.column_offsets().iter().enumerate() {
+                d.spill_offset[i] = off as u64;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
+    fn lock_consumer(&self, deadline: Option<Instant>) -> Option<MutexGuard<'_, ()>> {
+        let Some(deadline) = deadline else {
+            return Some(lock(&self.consumer));
+        };
+        let mut attempts = 0u32;
+        loop {
+            match self.consumer.try_lock() {
+                Ok(guard) => return Some(guard),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            // Another consumer is waiting for its replay: yield a little, then nap.
+            if attempts < 64 {
+                attempts += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
+    /// Reports the number it waited for with every outcome (see [`Take`]); errs at once,
+    /// consuming nothing, when nothing was recorded.
+    pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<Take> {
+        let Some(recording) = *lock(&self.recording) else {
+            return Err(Error::NothingRecorded);
+        };
+        let Some(_consumer) = self.lock_consumer(deadline) else {
+            return Ok(Take::Busy);
+        };
+        let seq = self.cursor.load(Ordering::Acquire);
+        let slot = self.slot_of(seq);
+        let outcome = self.wait_for(seq, slot, deadline);
+        if let Err(e @ Error::Timeout { .. }) = outcome {
+            return Ok(Take::Seq(seq, Err(e)));
+        }
+        let capacity = self.slots.layout().capacity();
+        let decoded = outcome.and_then(|()| {
+            let t = self.slots.trailer(slot);
+            let filler = match &recording {
+                Recording::Pack { kind, lens } => Filler::Pack {
+                    kind: *kind,
+                    source_lens: lens.as_slice(),
+                },
+                Recording::Append => Filler::Append {
+                    spill_capacity: self.spill.as_ref().map_or(0, |s| s.0 as u64),
+                    columns: self.slots.layout().elem_sizes(),
+                },
+            };
+            trailer::decode(&t, seq, slot, capacity, filler)
+        });
+        let mut held = lock(&self.held);
+        match &decoded {
+            Ok(rows) => {
+                held.insert(seq, *rows);
+            }
+            // An overflowed append keeps its slot: its rows stay readable (and its spill).
+            Err(Error::AppendOverflow { .. }) => {
+                held.insert(seq, capacity);
+            }
+            Err(_) => {}
+        }
+        self.cursor.store(seq + 1, Ordering::Release);
+        self.publish_released(&held);
+        Ok(Take::Seq(seq, decoded.map(|rows| (slot, rows))))
+    }
+
+    fn slot_of(&self, seq: u64) -> usize {
+        ((seq - 1) % self.slots.num_slots() as u64) as usize
+    }
+
+    fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Instant>) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            for _ in 0..256 {
+                // The overrun word first: if a readback numbered >= seq has finished, readback
+                // `seq` finished before it (they run one at a time, and the overrun store is
+                // ordered after every earlier trailer), so its trailer is final.
+                let overrun = self.overrun_seq();
+                if self.slots.seq_visible(slot, seq) {
+                    return Ok(());
+                }
+                if overrun >= seq {
+                    return Err(Error::Overrun { seq });
+                }
+                std::hint::spin_loop();
+            }
+            self.check_device()?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::Timeout {
+                    waited: start.elapsed(),
+                });
+            }
+        }
+    }
+
+    /// Reports a sticky device error (a faulted kernel) without waiting.
+    pub(crate) fn check_device(&self) -> Result<()> {
+        driver::bind(self.slots.context())?;
+        // SAFETY: live event of this engine, never recorded.
+        unsafe { driver::event_query(self.probe) }.map(|_| ())
+    }
+
+    /// Releases a held replay (in any order). Returns false if `seq` was not held.
+    pub(crate) fn release(&self, seq: u64) -> bool {
+        let mut held = lock(&self.held);
+        let was = held.remove(&seq).is_some();
+        self.publish_released(&held);
+        was
+    }
+
+    /// The view of held replay `seq`; `None` if it is not held.
+    pub(crate) fn held_view(&self, seq: u64) -> Option<SlotView<'_>> {
+        let rows = lock(&self.held).get(&seq).copied()?;
+        Some(SlotView::new(&self.slots, self.slot_of(seq), rows, seq))
+    }
+
+    /// Every number below the oldest held replay (or below the cursor, if none is held) has
+    /// been released: the device may overwrite their slots.
+    fn publish_released(&self, held: &BTreeMap<u64, usize>) {
+        let cursor = self.cursor.load(Ordering::Acquire);
+        let oldest = held.keys().next().copied().unwrap_or(cursor).min(cursor);
+        self.set_released(oldest - 1);
+    }
+
+    /// The spill region of held replay `seq`'s slot, as sources of a pack, and the address of
+    /// its spill count; `None` without a spill region.
+    pub(crate) fn spill_sources(&self, seq: u64) -> Option<(Vec<ColumnSource>, RawCount)> {
+        let (rows, buf, layout) = self.spill.as_ref()?;
+        let slot = self.slot_of(seq);
+        let base = buf.ptr() + (slot * layout.slot_stride()) as u64;
+        let cols = layout
+            .column_offsets()
+            .iter()
+            .map(|&off| ColumnSource {
+                ptr: base + off as u64,
+                len: *rows,
+            })
+            .collect();
+        let count = RawCount::u64(
+            self.slots.sync_ptr(slot) + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
+        );
+        Some((cols, count))
+    }
+
+    /// Rows of spill per slot (0: none).
+    pub(crate) fn spill_rows(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.0)
+    }
+}
+
+fn list(v: &[usize]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Drop for DeviceEngine {
+    fn drop(&mut self) {
+        // Replays record no event, so nothing tells which of the context's work still writes
+        // these slots: wait for all of it before the memory is freed.
+        let _ = driver::bind(self.slots.context());
+        let _ = self.slots.context().synchronize();
+        // SAFETY: created in new, never recorded, destroyed once.
+        let _ = unsafe { driver::event_destroy(self.probe) };
+    }
+}

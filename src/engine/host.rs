@@ -1,0 +1,169 @@
+//! Host-sequenced readbacks: the host picks each readback's slot and sequence number from a
+//! ring, records one event per slot after the readback, and hands out a ticket that holds the
+//! slot. The enqueue path is in `enqueue.rs`, the wait path in `wait.rs`.
+use super::ring::{Lease, Ring};
+use super::Slots;
+use crate::config::ReadbackConfig;
+use crate::error::Result;
+use crate::raw::abi;
+use crate::raw::buffer::DeviceBuffer;
+use crate::raw::driver;
+use cudarc::driver::sys::CUevent;
+use cudarc::driver::CudaContext;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// Per-slot host state, written only by the holder of the slot's lease (the ring's mutex orders
+/// one holder's writes before the next holder's reads).
+#[derive(Debug, Default)]
+pub(super) struct SlotState {
+    /// 1 + the id (`cuStreamGetId`) of the stream the slot's last readback was enqueued on, 0
+    /// if none or unknown (then the next readback of the slot waits for its event).
+    pub(super) stream: AtomicU64,
+    /// Append: the slot's device scratch may hold a count or departures of an append that
+    /// never finished (or was never confirmed to), so the next append resets it first.
+    pub(super) scratch_dirty: AtomicBool,
+}
+
+/// The device-side spill region of an append readback: `rows` rows of every column per slot,
+/// in device memory, laid out like a slot without trailer.
+#[derive(Debug)]
+pub(crate) struct Spill {
+    pub(super) rows: usize,
+    pub(super) buffer: DeviceBuffer,
+    pub(super) layout: super::layout::SlotLayout,
+    /// The readback that brings spilled rows back (created on first use): a pack from the
+    /// spill region, `rows` rows per slot, one slot per slot of this readback.
+    pub(super) fetch: OnceLock<Arc<HostEngine>>,
+}
+
+/// A ring of host-sequenced slots with one event each.
+#[derive(Debug)]
+pub(crate) struct HostEngine {
+    pub(super) slots: Slots,
+    pub(super) events: Vec<CUevent>,
+    ring: Mutex<Ring>,
+    pub(super) state: Vec<SlotState>,
+    pub(super) spill: Option<Spill>,
+}
+
+// SAFETY: the CUevent handles may be used from any thread that binds the context (every
+// method does); the ring is behind a Mutex, the per-slot state is atomic, and Slots is Sync.
+unsafe impl Send for HostEngine {}
+// SAFETY: as above.
+unsafe impl Sync for HostEngine {}
+
+impl HostEngine {
+    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`; with `spill`,
+    /// an append readback with a spill region of `cfg.spill_rows()` rows per slot.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        append: bool,
+    ) -> Result<Arc<Self>> {
+        let slots = Slots::new(ctx, elem_sizes, cfg, false)?;
+        let spill = match (append, cfg.spill_rows()) {
+            (false, _) | (true, 0) => None,
+            (true, rows) => {
+                let layout = super::layout::SlotLayout::new(rows, elem_sizes)?;
+                let bytes = layout.total_bytes(cfg.slots)?;
+                Some(Spill {
+                    rows,
+                    buffer: DeviceBuffer::new_zeroed(ctx, bytes)?,
+                    layout,
+                    fetch: OnceLock::new(),
+                })
+            }
+        };
+        let mut events = Vec::with_capacity(cfg.slots);
+        for _ in 0..cfg.slots {
+            // SAFETY: Slots::new bound the context.
+            match unsafe { driver::event_create() } {
+                Ok(e) => events.push(e),
+                Err(err) => {
+                    for e in events {
+                        // SAFETY: created above, never recorded.
+                        let _ = unsafe { driver::event_destroy(e) };
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Ok(Arc::new(HostEngine {
+            slots,
+            events,
+            ring: Mutex::new(Ring::new(cfg.slots)),
+            state: (0..cfg.slots).map(|_| SlotState::default()).collect(),
+            spill,
+        }))
+    }
+
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        self.slots.context()
+    }
+    /// Rows of spill per slot (0 without a spill region).
+    pub(crate) fn spill_rows(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.rows)
+    }
+
+    fn ring(&self) -> MutexGuard<'_, Ring> {
+        // The ring's invariants hold between calls, so a panic elsewhere cannot poison them.
+        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the next free slot (round robin), or [`crate::Error::SlotsExhausted`].
+    pub(super) fn acquire(&self) -> Result<Lease> {
+        self.ring().acquire().ok_or(crate::Error::SlotsExhausted {
+            slots: self.slots.num_slots(),
+        })
+    }
+
+    /// Gives `lease`'s slot back.
+    pub(crate) fn release(&self, lease: &Lease) {
+        self.ring().release(lease.slot, lease.seq);
+    }
+
+    /// Marks `slot`'s append scratch as needing a reset before the next append (or not).
+    pub(super) fn mark_scratch(&self, slot: usize, dirty: bool) {
+        self.state[slot].scratch_dirty.store(dirty, Ordering::Relaxed);
+    }
+
+    /// A wait saw the slot's append finish: its scratch needs no reset.
+    pub(super) fn mark_scratch_clean(&self, slot: usize) {
+        self.mark_scratch(slot, false);
+    }
+
+    /// Slots currently held by tickets.
+    pub(crate) fn held(&self) -> usize {
+        self.ring().held()
+    }
+
+    /// Device address of `slot`'s [`abi::srb_slot_sync`] record.
+    pub(super) fn sync_ptr(&self, slot: usize) -> u64 {
+        self.slots.sync_ptr(slot)
+    }
+
+    /// Bytes of one [`abi::srb_slot_sync`] record.
+    pub(super) const SYNC_BYTES: usize = std::mem::size_of::<abi::srb_slot_sync>();
+}
+
+impl Drop for HostEngine {
+    fn drop(&mut self) {
+        // No ticket is alive (each holds an Arc to self), but readbacks whose tickets were
+        // dropped unwaited may still write the slots: wait for every slot's last event before
+        // the buffers are freed. A device error here (sticky context error) leaves nothing to
+        // wait for; the memory is freed all the same.
+        let _ = driver::bind(self.context());
+        for &e in &self.events {
+            // SAFETY: live events of this engine, destroyed once, after their work.
+            unsafe {
+                let _ = driver::event_synchronize(e);
+                let _ = driver::event_destroy(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The column core under every readback type: slots of pinned memory, the pack kernel that
+//! fills them, and the device-side append that user kernels fill them with.
+//!
+//! - [`Slots`]: what every readback has (the slot memory, its layout, the pack kernel, the
+//!   per-slot device scratch) and the checks of what an enqueue is given;
+//! - [`host::HostEngine`]: host-sequenced readbacks (tickets): a ring of slots with one event
+//!   each; its enqueue path is in `enqueue`, its wait path in `wait`;
+//! - [`device::DeviceEngine`]: device-sequenced readbacks (CUDA graph replay);
+//! - [`ticket::TicketCore`] and [`view::SlotView`]: what every ticket and readout is made of.
+pub(crate) mod device;
+mod enqueue;
+pub(crate) mod host;
+pub(crate) mod layout;
+pub(crate) mod ring;
+pub(crate) mod ticket;
+pub(crate) mod trailer;
+pub(crate) mod view;
+mod wait;
+
+#[cfg(test)]
+mod props;
+
+use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::element::CountKind;
+use crate::error::{Error, Result};
+use crate::raw::abi;
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::driver;
+use crate::raw::module::{Kernel, LaunchShape, Module};
+use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use layout::{SlotLayout, MAX_COLUMNS};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use trailer::Trailer;
+
+/// One source column of an enqueue: a device address and the elements readable there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ColumnSource {
+    /// Device address of element 0 (any alignment).
+    pub ptr: CUdeviceptr,
+    /// Elements readable from `ptr`.
+    pub len: usize,
+}
+
+/// A device-resident count given by raw address: where it is and how it is stored.
+///
+/// ```
+/// use sized_readback::RawCount;
+/// let d_size: u64 = 0x7f00_0000_0000; // e.g. `(CUdeviceptr)d_size` of C code's `int* d_size`
+/// let count = RawCount::i32(d_size);
+/// assert_eq!(count.ptr(), d_size);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawCount {
+    ptr: CUdeviceptr,
+    kind: CountKind,
+}
+
+impl RawCount {
+    /// A count of `kind` at `ptr`.
+    pub fn new(ptr: CUdeviceptr, kind: CountKind) -> Self {
+        RawCount { ptr, kind }
+    }
+    /// An `int32_t` count (C's `int* d_size`).
+    pub fn i32(ptr: CUdeviceptr) -> Self {
+        Self::new(ptr, CountKind::I32)
+    }
+    /// A `uint32_t` count.
+    pub fn u32(ptr: CUdeviceptr) -> Self {
+        Self::new(ptr, CountKind::U32)
+    }
+    /// An `int64_t` count.
+    pub fn i64(ptr: CUdeviceptr) -> Self {
+        Self::new(ptr, CountKind::I64)
+    }
+    /// A `uint64_t` count.
+    pub fn u64(ptr: CUdeviceptr) -> Self {
+        Self::new(ptr, CountKind::U64)
+    }
+    /// The device address.
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+    /// How the count is stored.
+    pub fn kind(&self) -> CountKind {
+        self.kind
+    }
+}
+
+/// The sources of one enqueue, in column order, without allocating.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Sources {
+    cols: [ColumnSource; MAX_COLUMNS],
+    n: usize,
+}
+
+impl Sources {
+    /// The first [`MAX_COLUMNS`] of `cols` (callers check the number against the layout).
+    pub(crate) fn new(cols: &[ColumnSource]) -> Self {
+        let n = cols.len().min(MAX_COLUMNS);
+        let mut s = Sources {
+            n,
+            ..Default::default()
+        };
+        s.cols[..n].copy_from_slice(&cols[..n]);
+        s
+    }
+    pub(crate) fn as_slice(&self) -> &[ColumnSource] {
+        &self.cols[..self.n]
+    }
+    /// Each column's source length.
+    pub(crate) fn lens(&self) -> Lens {
+        let mut l = Lens::default();
+        for (d, s) in l.v.iter_mut().zip(self.as_slice()) {
+            *d = s.len;
+        }
+        l.n = self.n;
+        l
+    }
+}
+
+/// Up to [`MAX_COLUMNS`] lengths or sizes, inline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Lens {
+    v: [usize; MAX_COLUMNS],
+    n: usize,
+}
+
+impl Lens {
+    pub(crate) fn as_slice(&self) -> &[usize] {
+        &self.v[..self.n]
+    }
+}
+
+/// What every readback has: the slots and their layout, the pack kernel, the device scratch.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    ctx: Arc<CudaContext>,
+    pack: Kernel,
+    layout: SlotLayout,
+    transport: Transport,
+    wait: WaitMode,
+    num_slots: usize,
+    /// The slots as the host reads them (mapped: also what the device writes).
+    host: PinnedBuffer,
+    /// Staged transport: the device-side slots the kernels write, copied into `host`.
+    staging: Option<DeviceBuffer>,
+    /// `num_slots` [`abi::srb_slot_sync`] records.
+    sync: DeviceBuffer,
+    shape: LaunchShape,
+    config: ReadbackConfig,
+}
+
+// SAFETY: the driver handles (the kernel, the buffers' addresses) may be used from any thread
+// that binds the context, which every method does. A slot's host memory is read only through
+// the ticket or replay that holds the slot, and the device writes it only while that
+// readback is in flight.
+unsafe impl Send for Slots {}
+// SAFETY: as above; no method mutates shared state.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    /// Allocates `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` and loads the pack
+    /// kernel. `device_sequenced`: the pack decides its slot on the device (graph replay), so
+    /// it runs without programmatic dependent launch and needs the mapped transport.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        device_sequenced: bool,
+    ) -> Result<Self> {
+        let layout = SlotLayout::new(cfg.capacity, elem_sizes)?;
+        let total = layout.total_bytes(cfg.slots)?;
+        if cfg.slots > u32::MAX as usize {
+            return Err(Error::config("more than 2^32 slots"));
+        }
+        let mapped = cfg.transport == Transport::Mapped;
+        if !mapped && cfg.wait == WaitMode::Trailer {
+            return Err(Error::config(
+                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
+                 guaranteed byte order, so only its event says it is complete",
+            ));
+        }
+        if device_sequenced && !mapped {
+            return Err(Error::config(
+                "graph replay needs the mapped transport: the slot is chosen on the device, so \
+                 a staged copy's host-side parameters cannot follow it",
+            ));
+        }
+        if device_sequenced && cfg.wait == WaitMode::Event {
+            return Err(Error::config(
+                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
+            ));
+        }
+        driver::ensure_driver()?;
+        driver::bind(ctx)?;
+        let module = Module::library(ctx)?;
+        let pack = module.function(c"srb_pack")?;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let (major, _) = ctx
+            .compute_capability()
+            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let max_blocks = cfg.max_blocks.unwrap_or((sms.max(1) as u32) * 4).max(1);
+        let want = layout
+            .row_bytes()
+            .saturating_mul(layout.capacity())
+            .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
+        // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
+        // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
+        // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200 as
+        // compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which. A
+        // device-sequenced pack never uses it: one pack's counter store must be visible to the
+        // next pack's load, which only a full kernel boundary guarantees.
+        let pack_waits = pack.ptx_version()? >= 90;
+        let programmatic = match cfg.programmatic_launch {
+            Some(true) if device_sequenced => {
+                return Err(Error::config(
+                    "programmatic launch is not available for graph readbacks: consecutive packs \
+                     must not overlap",
+                ))
+            }
+            Some(true) if !pack_waits => {
+                return Err(Error::config(
+                    "programmatic launch needs the pack kernel compiled for compute_90 or newer \
+                     (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
+                ))
+            }
+            Some(on) => on,
+            None => {
+                !device_sequenced
+                    && major >= 9
+                    && pack_waits
+                    && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+            }
+        };
+        let shape = LaunchShape {
+            grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
+            block: abi::SRB_PACK_THREADS,
+            programmatic,
+        };
+        let host = PinnedBuffer::new(ctx, total, mapped)?;
+        let staging = if mapped {
+            None
+        } else {
+            Some(DeviceBuffer::new_zeroed(ctx, total)?)
+        };
+        let sync = DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
+        let wait = match cfg.wait {
+            WaitMode::Auto if mapped => WaitMode::Trailer,
+            WaitMode::Auto => WaitMode::Event,
+            w => w,
+        };
+        Ok(Slots {
+            ctx: ctx.clone(),
+            pack,
+            layout,
+            transport: cfg.transport,
+            wait,
+            num_slots: cfg.slots,
+            host,
+            staging,
+            sync,
+            shape,
+            config: cfg.clone(),
+        })
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    pub(crate) fn layout(&self) -> &SlotLayout {
+        &self.layout
+    }
+    pub(crate) fn transport(&self) -> Transport {
+        self.transport
+    }
+    pub(crate) fn wait_mode(&self) -> WaitMode {
+        self.wait
+    }
+    pub(crate) fn num_slots(&self) -> usize {
+        self.num_slots
+    }
+    pub(crate) fn launch_shape(&self) -> LaunchShape {
+        self.shape
+    }
+    pub(crate) fn config(&self) -> &ReadbackConfig {
+        &self.config
+    }
+
+    /// Device-visible address of slot 0: where the kernels write.
+    fn device_slots(&self) -> CUdeviceptr {
+        match &self.staging {
+            Some(dev) => dev.ptr(),
+            None => self.host.device_ptr(),
+        }
+    }
+
+    /// Device address of slot `slot`'s scratch record.
+    fn sync_ptr(&self, slot: usize) -> CUdeviceptr {
+        self.sync.ptr() + (slot * std::mem::size_of::<abi::srb_slot_sync>()) as u64
+    }
+
+    /// Host address of column `col` of `slot`.
+    pub(crate) fn column_host_ptr(&self, slot: usize, col: usize) -> *const u8 {
+        let off = slot * self.layout.slot_stride() + self.layout.column_offsets()[col];
+        // SAFETY: in bounds of the host buffer (total_bytes covers every slot).
+        unsafe { self.host.host_ptr().add(off) }
+    }
+
+    fn trailer_ptr(&self, slot: usize) -> *const Trailer {
+        let off = slot * self.layout.slot_stride() + self.layout.trailer_offset();
+        // SAFETY: in bounds of the host buffer (total_bytes covers every slot's trailer).
+        unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
+    }
+
+    /// Whether slot `slot`'s trailer holds `seq` (Acquire: then everything the kernel stored
+    /// before `seq`, after its system fence, is visible too).
+    pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
+        // SAFETY: the word is 8-byte aligned (16-byte trailer offset in a page-aligned buffer)
+        // and in bounds, and lives as long as self. The device stores it with one naturally
+        // aligned 8-byte store, single-copy atomic; the host only loads it, so an atomic view
+        // is the right one.
+        let word = unsafe {
+            AtomicU64::from_ptr(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq).cast_mut())
+        };
+        word.load(Ordering::Acquire) == seq
+    }
+
+    /// The trailer of `slot`, read once the readback is complete.
+    pub(crate) fn trailer(&self, slot: usize) -> Trailer {
+        // SAFETY: as in seq_visible; the fields are plain integers.
+        unsafe { std::ptr::read_volatile(self.trailer_ptr(slot)) }
+    }
+
+    /// Errors unless `stream` belongs to this readback's context.
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless `event` belongs to this readback's context.
+    pub(crate) fn check_event(&self, event: &CudaEvent) -> Result<CUevent> {
+        if event.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the event" });
+        }
+        Ok(event.cu_event())
+    }
+
+    /// Errors unless the raw stream `stream` belongs to this readback's context (the null
+    /// stream stands for the current context's legacy stream). Binds the context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle or null.
+    pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        // SAFETY: per the contract.
+        let owner = unsafe { driver::stream_context(stream)? };
+        if owner != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the raw device address `ptr` is memory of this readback's context. The
+    /// context must be bound.
+    pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
+        // SAFETY: only queries the driver's bookkeeping for the address.
+        match unsafe { driver::pointer_owner(ptr)? } {
+            None => Err(Error::BadPointer {
+                what,
+                addr: ptr,
+                align: 1,
+            }),
+            Some((ctx, ordinal)) => {
+                let same_ctx = ctx.is_null() || ctx == self.ctx.cu_ctx();
+                if same_ctx && ordinal as usize == self.ctx.ordinal() {
+                    Ok(())
+                } else {
+                    Err(Error::ForeignContext { what })
+                }
+            }
+        }
+    }
+
+    /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
+    /// memory of this context. Binds the context.
+    pub(crate) fn check_raw_sources(&self, sources: &[ColumnSource], count: RawCount) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        for s in sources {
+            if s.len > 0 {
+                self.check_raw_pointer("a column's data", s.ptr)?;
+            }
+        }
+        if count.ptr != 0 {
+            self.check_raw_pointer("the count", count.ptr)?;
+        }
+        Ok(())
+    }
+
+    /// Errors unless `columns` match the layout and the count address suits its kind. Pure
+    /// host logic.
+    pub(crate) fn check_sources(&self, columns: &[ColumnSource], count: RawCount) -> Result<()> {
+        let want = self.layout.elem_sizes().len();
+        if columns.len() != want {
+            return Err(Error::schema(format!(
+                "this readback has {want} column(s), the enqueue gave {}",
+                columns.len()
+            )));
+        }
+        if count.ptr == 0 || !count.ptr.is_multiple_of(count.kind.size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: count.ptr,
+                align: count.kind.size(),
+            });
+        }
+        if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
+            return Err(Error::BadPointer {
+                what: "a column's data",
+                addr: 0,
+                align: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// The pack kernel's parameter for `columns` and `count`, into slot `slot` as readback
+    /// `seq` (host-sequenced; the device-sequenced recording fills in its counter).
+    fn pack_params(
+        &self,
+        columns: &[ColumnSource],
+        count: RawCount,
+        seq: u64,
+        slot: usize,
+    ) -> abi::srb_pack_params {
+        let mut p = abi::srb_pack_params {
+            count_ptr: count.ptr,
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            seq,
+            seq_counter: 0,
+            ring_ctl: 0,
+            slot_sync: self.sync.ptr(),
+            slot: slot as u32,
+            num_slots: self.num_slots as u32,
+            count_kind: count.kind.abi(),
+            num_columns: columns.len() as u32,
+            columns: Default::default(),
+        };
+        for (i, c) in columns.iter().enumerate() {
+            p.columns[i] = abi::srb_column {
+                src: c.ptr,
+                src_len: c.len as u64,
+                dst_offset: self.layout.column_offsets()[i] as u64,
+                elem_size: self.layout.elem_sizes()[i] as u32,
+                reserved: 0,
+            };
+        }
+        p
+    }
+
+    /// Launches the pack kernel with `p`.
+    ///
+    /// # Safety
+    /// The context is bound, `stream` is a live stream of it, and the sources and count of `p`
+    /// are valid per the enqueue's contract until the pack has run.
+    unsafe fn launch_pack(&self, stream: CUstream, mut p: abi::srb_pack_params) -> Result<()> {
+        let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<std::ffi::c_void>()];
+        // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's header); the
+        // slots and sync records belong to self; the sources per the contract; the kernel
+        // starts with griddepcontrol.wait when launched programmatically.
+        unsafe { self.pack.launch(stream, self.shape, &mut args) }
+    }
+}

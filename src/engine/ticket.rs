@@ -1,0 +1,163 @@
+//! What every ticket is made of: a held slot of a host-sequenced readback, how it was filled
+//! (so its trailer can be decoded), and the release of the slot when it drops.
+use super::host::HostEngine;
+use super::ring::Lease;
+use super::trailer::{self, Filler};
+use super::view::SlotView;
+use super::Lens;
+use crate::element::CountKind;
+use crate::error::{Error, Result};
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a ticket's slot is filled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fill {
+    /// By the pack kernel, from a count of `kind` and sources of `lens` elements.
+    Pack { kind: CountKind, lens: Lens },
+    /// By a user kernel through the append header.
+    Append,
+}
+
+/// A held slot of a host-sequenced readback. Releases the slot when dropped.
+#[derive(Debug)]
+pub(crate) struct TicketCore {
+    engine: Arc<HostEngine>,
+    lease: Lease,
+    fill: Fill,
+}
+
+impl TicketCore {
+    pub(crate) fn new(engine: Arc<HostEngine>, lease: Lease, fill: Fill) -> Self {
+        TicketCore {
+            engine,
+            lease,
+            fill,
+        }
+    }
+
+    pub(crate) fn seq(&self) -> u64 {
+        self.lease.seq
+    }
+    pub(crate) fn slot(&self) -> usize {
+        self.lease.slot
+    }
+
+    /// Blocks until complete (at most until `deadline`), then decodes the trailer.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Result<SlotView<'_>> {
+        self.engine.wait(&self.lease, deadline)?;
+        self.decode()
+    }
+
+    /// [`Self::wait_until`] with a timeout; a timeout too large to add to the current time
+    /// means no limit.
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Result<SlotView<'_>> {
+        self.wait_until(Instant::now().checked_add(timeout))
+    }
+
+    /// The view if complete, `None` while in flight.
+    pub(crate) fn try_wait(&self) -> Result<Option<SlotView<'_>>> {
+        if self.engine.is_complete(&self.lease)? {
+            self.decode().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The rows the trailer of this complete readback reports, or its error.
+    fn decode(&self) -> Result<SlotView<'_>> {
+        let slots = self.engine.slots();
+        let t = slots.trailer(self.lease.slot);
+        let capacity = slots.layout().capacity();
+        let rows = match self.fill {
+            Fill::Pack { kind, lens } => trailer::decode(
+                &t,
+                self.lease.seq,
+                self.lease.slot,
+                capacity,
+                Filler::Pack {
+                    kind,
+                    source_lens: lens.as_slice(),
+                },
+            )?,
+            Fill::Append => {
+                if t.seq != self.lease.seq {
+                    // Complete (the event says so) but no trailer: the kernel never finished.
+                    return Err(Error::AppendUnfinished {
+                        seq: self.lease.seq,
+                    });
+                }
+                // The append finished: its scratch is reset.
+                self.engine.mark_scratch_clean(self.lease.slot);
+                trailer::decode(
+                    &t,
+                    self.lease.seq,
+                    self.lease.slot,
+                    capacity,
+                    Filler::Append {
+                        spill_capacity: self.engine.spill_rows() as u64,
+                        columns: slots.layout().elem_sizes(),
+                    },
+                )?
+            }
+        };
+        Ok(SlotView::new(slots, self.lease.slot, rows, self.lease.seq))
+    }
+
+    /// Append: the rows that reached the slot, also after an [`Error::AppendOverflow`] (then
+    /// `capacity` rows). Waits for the readback first; other errors as [`Self::wait_until`].
+    pub(crate) fn partial(&self) -> Result<SlotView<'_>> {
+        match self.wait_until(None) {
+            Err(Error::AppendOverflow { capacity, .. }) => Ok(SlotView::new(
+                self.engine.slots(),
+                self.lease.slot,
+                capacity,
+                self.lease.seq,
+            )),
+            other => other,
+        }
+    }
+
+    /// Append: enqueues the fetch of the rows that went to the spill region, on `stream`.
+    /// `None` when nothing spilled (or the readback has no spill region).
+    pub(crate) fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<TicketCore>> {
+        self.engine.slots().check_stream(stream)?;
+        // SAFETY: the stream is live and of this context (checked).
+        unsafe { self.fetch_spill_raw(stream.cu_stream()) }
+    }
+
+    /// [`Self::fetch_spill`] on a raw stream.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this readback's context.
+    pub(crate) unsafe fn fetch_spill_raw(&self, stream: CUstream) -> Result<Option<TicketCore>> {
+        match self.wait_until(None) {
+            Err(Error::AppendOverflow { spilled, .. }) if spilled > 0 => {}
+            Err(Error::AppendOverflow { .. }) | Ok(_) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        // SAFETY: per the contract; the lease is held by self and its append complete
+        // (waited above).
+        unsafe { self.engine.fetch_spill(stream, &self.lease) }
+    }
+}
+
+impl TicketCore {
+    /// Errors unless the raw `stream` belongs to this ticket's context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle (or null).
+    #[cfg(feature = "capi")]
+    pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { self.engine.slots().check_raw_stream(stream) }
+    }
+}
+
+impl Drop for TicketCore {
+    fn drop(&mut self) {
+        self.engine.release(&self.lease);
+    }
+}

@@ -1,0 +1,315 @@
+//! Thin checked calls into the CUDA driver API: each wraps one `sys` call, turns its status
+//! into an [`Error`] naming the call, and states its safety conditions. Nothing here keeps
+//! state; the owning types live in [`super::buffer`], [`super::module`] and the engine.
+use crate::error::{Error, Result};
+use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::CudaContext;
+use std::ffi::c_void;
+
+/// Turns a driver status into `Ok` or an [`Error::Cuda`] naming `call`.
+fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+    status.result().map_err(Error::cuda(call))
+}
+
+/// Checks that the driver library can be loaded and initialized. cudarc panics on its first
+/// call when `libcuda` is missing; everything in this crate that starts CUDA work calls this
+/// first, so a missing driver is an [`Error::DriverNotFound`] instead.
+pub(crate) fn ensure_driver() -> Result<()> {
+    // SAFETY: only tries to dlopen the library; no CUDA state is touched.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::DriverNotFound);
+    }
+    // SAFETY: cuInit has no preconditions and is idempotent.
+    match unsafe { sys::cuInit(0) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        // A driver without a GPU.
+        sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(Error::NoDevice {
+            ordinal: 0,
+            available: 0,
+        }),
+        // The toolkit's stub libcuda: no real driver is installed.
+        sys::CUresult::CUDA_ERROR_STUB_LIBRARY => Err(Error::DriverNotFound),
+        other => check(other, "cuInit"),
+    }
+}
+
+/// Number of CUDA devices, or an error if the driver is missing.
+pub(crate) fn device_count() -> Result<usize> {
+    match ensure_driver() {
+        Err(Error::NoDevice { .. }) => return Ok(0),
+        other => other?,
+    }
+    let mut n = 0;
+    // SAFETY: n is a valid out-pointer; the driver is initialized.
+    check(unsafe { sys::cuDeviceGetCount(&mut n) }, "cuDeviceGetCount")?;
+    Ok(n.max(0) as usize)
+}
+
+/// Makes `ctx` current on this thread (`cuCtxGetCurrent`, then `cuCtxSetCurrent` only if
+/// another context is current). Unlike `CudaContext::bind_to_thread`, it leaves an error that
+/// cudarc stashed earlier where it is, so the call that caused it reports it.
+pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
+    let mut current: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: current is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetCurrent(&mut current) }, "cuCtxGetCurrent")?;
+    if current != ctx.cu_ctx() {
+        // SAFETY: the context is alive (ctx holds a reference to it).
+        check(unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) }, "cuCtxSetCurrent")?;
+    }
+    Ok(())
+}
+
+/// `cuMemHostAlloc`: page-locked host memory with `flags` (`CU_MEMHOSTALLOC_*`).
+///
+/// # Safety
+/// A context must be current on this thread. The memory is uninitialized.
+pub(crate) unsafe fn host_alloc(bytes: usize, flags: u32) -> Result<*mut u8> {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    check(
+        // SAFETY: p is a valid out-pointer; the caller made a context current.
+        unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) },
+        "cuMemHostAlloc",
+    )?;
+    Ok(p.cast())
+}
+
+/// `cuMemFreeHost`.
+///
+/// # Safety
+/// `p` came from [`host_alloc`], is freed once, and no device work still accesses it.
+pub(crate) unsafe fn host_free(p: *mut u8) -> Result<()> {
+    // SAFETY: per the contract.
+    check(unsafe { sys::cuMemFreeHost(p.cast()) }, "cuMemFreeHost")
+}
+
+/// `cuMemHostGetDevicePointer`: the device-side address of mapped host memory.
+///
+/// # Safety
+/// `p` points into memory allocated with `CU_MEMHOSTALLOC_DEVICEMAP`; a context is current.
+pub(crate) unsafe fn host_device_pointer(p: *mut u8) -> Result<CUdeviceptr> {
+    let mut d: CUdeviceptr = 0;
+    check(
+        // SAFETY: d is a valid out-pointer; p is mapped per the contract.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p.cast(), 0) },
+        "cuMemHostGetDevicePointer",
+    )?;
+    Ok(d)
+}
+
+/// `cuMemAlloc`, then `cuMemsetD8` to zero (so no byte is ever read uninitialized), waited for
+/// before returning.
+///
+/// # Safety
+/// A context must be current on this thread.
+pub(crate) unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
+    let mut d: CUdeviceptr = 0;
+    // SAFETY: d is a valid out-pointer; a context is current.
+    check(unsafe { sys::cuMemAlloc_v2(&mut d, bytes) }, "cuMemAlloc")?;
+    // cuMemsetD8 on device memory is asynchronous with respect to the host and runs in the
+    // legacy default stream, which does not order work in non-blocking streams (cudarc's
+    // streams are all non-blocking): without the wait, a pack launched at once could run
+    // before the zeroing and have its slot or its block counter overwritten (seen under
+    // compute-sanitizer synccheck as a trailer of zeros). Waiting here costs only creation.
+    // SAFETY: d holds `bytes` bytes just allocated; the null stream is the legacy stream.
+    let zeroed = check(unsafe { sys::cuMemsetD8_v2(d, 0, bytes) }, "cuMemsetD8").and_then(|()| {
+        check(
+            // SAFETY: as above.
+            unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
+            "cuStreamSynchronize",
+        )
+    });
+    if let Err(e) = zeroed {
+        // SAFETY: allocated above, not used by any work (the memset failed or completed).
+        let _ = unsafe { sys::cuMemFree_v2(d) };
+        return Err(e);
+    }
+    Ok(d)
+}
+
+/// `cuMemFree`.
+///
+/// # Safety
+/// `d` came from [`device_alloc_zeroed`], is freed once, and no device work still uses it.
+pub(crate) unsafe fn device_free(d: CUdeviceptr) -> Result<()> {
+    // SAFETY: per the contract.
+    check(unsafe { sys::cuMemFree_v2(d) }, "cuMemFree")
+}
+
+/// `cuMemcpyDtoHAsync`.
+///
+/// # Safety
+/// `dst` is pinned host memory of at least `bytes` bytes that stays alive and unread until the
+/// copy completes; `src` is device memory of at least `bytes` bytes; `stream` is valid.
+pub(crate) unsafe fn memcpy_dtoh_async(
+    dst: *mut u8,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> Result<()> {
+    check(
+        // SAFETY: per the contract.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream) },
+        "cuMemcpyDtoHAsync",
+    )
+}
+
+/// `cuMemsetD8Async` to zero.
+///
+/// # Safety
+/// `dst` is device memory of at least `bytes` bytes that no other work touches meanwhile;
+/// `stream` is valid.
+pub(crate) unsafe fn memset_zero_async(dst: CUdeviceptr, bytes: usize, stream: CUstream) -> Result<()> {
+    check(
+        // SAFETY: per the contract.
+        unsafe { sys::cuMemsetD8Async(dst, 0, bytes, stream) },
+        "cuMemsetD8Async",
+    )
+}
+
+/// `cuEventCreate` with timing disabled (cheaper to record and to wait on).
+///
+/// # Safety
+/// A context must be current on this thread.
+pub(crate) unsafe fn event_create() -> Result<CUevent> {
+    let mut e: CUevent = std::ptr::null_mut();
+    check(
+        // SAFETY: e is a valid out-pointer; a context is current.
+        unsafe {
+            sys::cuEventCreate(
+                &mut e,
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            )
+        },
+        "cuEventCreate",
+    )?;
+    Ok(e)
+}
+
+/// `cuEventDestroy`.
+///
+/// # Safety
+/// `e` is a live event, destroyed once.
+pub(crate) unsafe fn event_destroy(e: CUevent) -> Result<()> {
+    // SAFETY: per the contract.
+    check(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy")
+}
+
+/// `cuEventRecord`.
+///
+/// # Safety
+/// `e` and `stream` are live and belong to the same context.
+pub(crate) unsafe fn event_record(e: CUevent, stream: CUstream) -> Result<()> {
+    // SAFETY: per the contract.
+    check(unsafe { sys::cuEventRecord(e, stream) }, "cuEventRecord")
+}
+
+/// `cuEventQuery`: `Ok(true)` when complete, `Ok(false)` while pending, `Err` on a device error.
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn event_query(e: CUevent) -> Result<bool> {
+    // SAFETY: per the contract.
+    match unsafe { sys::cuEventQuery(e) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        other => check(other, "cuEventQuery").map(|()| false),
+    }
+}
+
+/// `cuEventSynchronize`.
+///
+/// # Safety
+/// `e` is a live event.
+pub(crate) unsafe fn event_synchronize(e: CUevent) -> Result<()> {
+    // SAFETY: per the contract.
+    check(unsafe { sys::cuEventSynchronize(e) }, "cuEventSynchronize")
+}
+
+/// `cuStreamWaitEvent`: work enqueued on `stream` after this waits for `e`.
+///
+/// # Safety
+/// `stream` and `e` are live.
+pub(crate) unsafe fn stream_wait_event(stream: CUstream, e: CUevent) -> Result<()> {
+    check(
+        // SAFETY: per the contract.
+        unsafe { sys::cuStreamWaitEvent(stream, e, 0) },
+        "cuStreamWaitEvent",
+    )
+}
+
+/// `cuStreamIsCapturing`: whether work enqueued on `stream` is being captured into a graph.
+///
+/// # Safety
+/// `stream` is live.
+pub(crate) unsafe fn stream_is_capturing(stream: CUstream) -> Result<bool> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    check(
+        // SAFETY: per the contract; status is a valid out-pointer.
+        unsafe { sys::cuStreamIsCapturing(stream, &mut status) },
+        "cuStreamIsCapturing",
+    )?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
+/// `cuStreamGetId`: the stream's unique id (never reused for another stream in the process,
+/// unlike a destroyed stream's handle).
+///
+/// # Safety
+/// `stream` is live.
+pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
+    let mut id: std::ffi::c_ulonglong = 0;
+    // SAFETY: per the contract; id is a valid out-pointer.
+    check(unsafe { sys::cuStreamGetId(stream, &mut id) }, "cuStreamGetId")?;
+    Ok(id)
+}
+
+/// `cuStreamGetCtx`: the context a stream belongs to.
+///
+/// # Safety
+/// `stream` is live (the legacy and per-thread default streams resolve to the current context).
+pub(crate) unsafe fn stream_context(stream: CUstream) -> Result<sys::CUcontext> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    check(
+        // SAFETY: per the contract; ctx is a valid out-pointer.
+        unsafe { sys::cuStreamGetCtx(stream, &mut ctx) },
+        "cuStreamGetCtx",
+    )?;
+    Ok(ctx)
+}
+
+/// The context and device ordinal that own a device address, via `cuPointerGetAttributes`.
+/// `None` when the driver does not know the address (not device memory of any context).
+///
+/// # Safety
+/// None beyond a current context; unknown addresses are reported, not dereferenced.
+pub(crate) unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<(sys::CUcontext, i32)>> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    let mut ordinal: i32 = -1;
+    let mut attrs = [
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ];
+    let mut data: [*mut c_void; 2] = [
+        (&mut ctx as *mut sys::CUcontext).cast(),
+        (&mut ordinal as *mut i32).cast(),
+    ];
+    // SAFETY: two attributes with out-pointers of their types; the address is only looked up.
+    match unsafe { sys::cuPointerGetAttributes(2, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr) } {
+        sys::CUresult::CUDA_SUCCESS if ordinal >= 0 => Ok(Some((ctx, ordinal))),
+        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
+        other => check(other, "cuPointerGetAttributes").map(|()| None),
+    }
+}
+
+/// `cuMemcpyHtoD` (synchronous).
+///
+/// # Safety
+/// `dst` is device memory of at least `src.len()` bytes in the current context.
+#[cfg(feature = "testing")]
+pub(crate) unsafe fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
+    check(
+        // SAFETY: per the contract.
+        unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len()) },
+        "cuMemcpyHtoD",
+    )
+}

@@ -1,0 +1,230 @@
+//! The embedded kernels and how to launch them. `build.rs` compiles `csrc/*.cu` (the library's
+//! kernels: `srb_pack`) into one fatbin embedded here; [`Module::library`] loads it once per
+//! context and shares it between every readback of that context.
+use super::driver;
+use crate::error::{Error, Result};
+use cudarc::driver::sys::{self, CUfunction, CUmodule, CUstream};
+use cudarc::driver::CudaContext;
+use std::ffi::{c_void, CStr};
+use std::sync::{Arc, Mutex, Weak};
+
+/// 16-byte alignment for an embedded image: cuModuleLoadData reads it in place.
+#[repr(C, align(16))]
+pub(crate) struct Aligned<B: ?Sized>(pub(crate) B);
+
+static LIBRARY: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/library.fatbin"
+)));
+
+/// The GPU targets the embedded library fatbin holds machine code for, and the PTX it carries.
+pub(crate) const TARGETS: &str = env!("SIZED_READBACK_ARCHS");
+
+/// Bytes of the embedded library fatbin.
+pub(crate) fn library_bytes() -> usize {
+    LIBRARY.0.len()
+}
+
+/// A fatbin image loaded into one context.
+#[derive(Debug)]
+pub(crate) struct Module {
+    ctx: Arc<CudaContext>,
+    module: CUmodule,
+}
+
+// SAFETY: a CUmodule handle may be used from any thread that has its context current; every
+// use here binds the context first. It is unloaded once, in Drop.
+unsafe impl Send for Module {}
+// SAFETY: as above; no method mutates the handle.
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// The library's kernels in `ctx`: loaded on first use, shared while any user holds it.
+    pub(crate) fn library(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
+        static LOADED: Mutex<Vec<(usize, Weak<Module>)>> = Mutex::new(Vec::new());
+        let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|(_, m)| m.strong_count() > 0);
+        let key = ctx.cu_ctx() as usize;
+        if let Some(m) = loaded
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, m)| m.upgrade())
+        {
+            return Ok(m);
+        }
+        // SAFETY: LIBRARY is a complete fatbin image produced by nvcc, aligned, and 'static.
+        let m = unsafe { Self::load(ctx, &LIBRARY.0)? };
+        loaded.push((key, Arc::downgrade(&m)));
+        Ok(m)
+    }
+
+    /// Loads `image` into `ctx`.
+    ///
+    /// # Safety
+    /// `image` is a complete fatbin, cubin or NUL-terminated PTX image, 16-byte aligned.
+    pub(crate) unsafe fn load(ctx: &Arc<CudaContext>, image: &'static [u8]) -> Result<Arc<Self>> {
+        driver::ensure_driver()?;
+        driver::bind(ctx)?;
+        // SAFETY: per the contract; the image outlives the module ('static).
+        let module = unsafe { cudarc::driver::result::module::load_data(image.as_ptr().cast()) }
+            .map_err(Error::cuda("cuModuleLoadData"))?;
+        Ok(Arc::new(Module {
+            ctx: ctx.clone(),
+            module,
+        }))
+    }
+
+    /// Looks up an `extern "C"` kernel by name.
+    pub(crate) fn function(self: &Arc<Self>, name: &CStr) -> Result<Kernel> {
+        driver::bind(&self.ctx)?;
+        let mut func: CUfunction = std::ptr::null_mut();
+        // SAFETY: the module is loaded and alive for as long as self; func is an out-pointer.
+        unsafe { sys::cuModuleGetFunction(&mut func, self.module, name.as_ptr()) }
+            .result()
+            .map_err(Error::cuda("cuModuleGetFunction"))?;
+        Ok(Kernel {
+            _module: self.clone(),
+            func,
+        })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        let _ = driver::bind(&self.ctx);
+        // SAFETY: loaded once in `load`, unloaded once here; kernels hold an Arc to self, and
+        // owners of in-flight launches wait for them before dropping their last Kernel.
+        let _ = unsafe { cudarc::driver::result::module::unload(self.module) };
+    }
+}
+
+/// One kernel of a loaded module.
+#[derive(Debug, Clone)]
+pub(crate) struct Kernel {
+    /// Keeps the module loaded while the kernel is in use.
+    _module: Arc<Module>,
+    func: CUfunction,
+}
+
+// SAFETY: see Module; a CUfunction is an immutable handle into its module.
+unsafe impl Send for Kernel {}
+// SAFETY: as above.
+unsafe impl Sync for Kernel {}
+
+/// Grid and block of a pack launch, and whether it may overlap the previous kernel's tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LaunchShape {
+    /// Blocks (x only).
+    pub grid: u32,
+    /// Threads per block (x only).
+    pub block: u32,
+    /// Programmatic dependent launch (sm_90+): the kernel may start before the previous
+    /// kernel in the stream finishes, and waits for it with `griddepcontrol.wait`.
+    pub programmatic: bool,
+}
+
+impl Kernel {
+    /// The PTX virtual architecture the loaded code was compiled from, times ten (e.g. 90 for
+    /// compute_90), from `CU_FUNC_ATTRIBUTE_PTX_VERSION`.
+    pub(crate) fn ptx_version(&self) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: a live function handle (its module is kept alive by self) and an out-pointer.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut v,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PTX_VERSION,
+                self.func,
+            )
+        }
+        .result()
+        .map_err(Error::cuda("cuFuncGetAttribute"))?;
+        Ok(v)
+    }
+
+    /// Launches the kernel on `stream` with `cuLaunchKernelEx`.
+    ///
+    /// # Safety
+    /// - `params` holds one pointer per kernel parameter, in order, each pointing to a value
+    ///   of exactly that parameter's C type, alive for this call;
+    /// - every device address passed stays valid until the kernel has finished, and the
+    ///   kernel's accesses through them are in bounds;
+    /// - `stream` is a live stream of this kernel's context, which is current on this thread;
+    /// - with `shape.programmatic`, the kernel calls `griddepcontrol.wait` before it reads
+    ///   anything the previous work in the stream writes.
+    pub(crate) unsafe fn launch(
+        &self,
+        stream: CUstream,
+        shape: LaunchShape,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe {
+            self.launch_dims(
+                stream,
+                (shape.grid, 1, 1),
+                (shape.block, 1, 1),
+                shape.programmatic,
+                params,
+            )
+        }
+    }
+
+    /// [`Kernel::launch`] with a 3-D grid and block, without programmatic launch.
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`].
+    #[cfg(feature = "testing")]
+    pub(crate) unsafe fn launch_3d(
+        &self,
+        stream: CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { self.launch_dims(stream, grid, block, false, params) }
+    }
+
+    /// # Safety
+    /// As [`Kernel::launch`].
+    unsafe fn launch_dims(
+        &self,
+        stream: CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        programmatic: bool,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: CUlaunchAttribute is plain data; zero is a valid (unused) value.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0.max(1),
+            gridDimY: grid.1.max(1),
+            gridDimZ: grid.2.max(1),
+            blockDimX: block.0.max(1),
+            blockDimY: block.1.max(1),
+            blockDimZ: block.2.max(1),
+            sharedMemBytes: 0,
+            hStream: stream,
+            attrs: if programmatic {
+                &mut attr
+            } else {
+                std::ptr::null_mut()
+            },
+            numAttrs: u32::from(programmatic),
+        };
+        // SAFETY: per the contract; config and attr live for the call.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                self.func,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(Error::cuda("cuLaunchKernelEx"))
+    }
+}

@@ -1,0 +1,134 @@
+//! Test support, behind the `testing` feature: not part of the public API and not covered by
+//! semver. The crate's own tests, examples, benches, fuzz targets and comparison harness use
+//! it (the root package turns the feature on for its dev targets); users do not need it.
+//!
+//! - [`Kernels`]: the test kernels of `csrc/testing/` (producers, the seed program's kernel,
+//!   append kernels of many shapes, a kernel that faults on purpose), in their own fatbin;
+//! - [`pattern`]: the byte pattern the producer kernels write, computed on the host;
+//! - [`seed`]: the seed program, ported onto this crate;
+//! - [`DeviceBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
+//!   tests reach without a public API.
+pub mod pattern;
+pub mod seed;
+
+use crate::error::Result;
+use crate::raw::{buffer, driver, module};
+use crate::LaunchShape;
+use cudarc::driver::sys::{CUdeviceptr, CUstream};
+use cudarc::driver::CudaContext;
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+static TESTING: &module::Aligned<[u8]> = &module::Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/testing.fatbin"
+)));
+
+/// The test kernels, loaded into one context.
+#[derive(Debug, Clone)]
+pub struct Kernels(Arc<module::Module>);
+
+impl Kernels {
+    /// Loads the test kernels into `ctx`.
+    pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
+        // SAFETY: TESTING is a complete fatbin image produced by nvcc, aligned, and 'static.
+        Ok(Kernels(unsafe { module::Module::load(ctx, &TESTING.0)? }))
+    }
+
+    /// The `extern "C"` kernel `name`.
+    pub fn function(&self, name: &str) -> Result<Kernel> {
+        let name = CString::new(name).map_err(|_| crate::Error::config("a NUL in a name"))?;
+        self.0.function(&name).map(Kernel)
+    }
+}
+
+/// One test kernel.
+#[derive(Debug, Clone)]
+pub struct Kernel(module::Kernel);
+
+impl Kernel {
+    /// Launches the kernel on `stream`.
+    ///
+    /// # Safety
+    /// As `cuLaunchKernelEx`: `params` points to one value of each parameter's exact type, the
+    /// addresses passed are valid for what the kernel does with them, `stream` is a live
+    /// stream of the kernel's context (bound on this thread).
+    pub unsafe fn launch(
+        &self,
+        stream: CUstream,
+        shape: LaunchShape,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { self.0.launch(stream, shape, params) }
+    }
+
+    /// Launches the kernel with a grid of `grid` = (x, y, z) blocks of `block` = (x, y, z)
+    /// threads and `shared` bytes of dynamic shared memory.
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`].
+    pub unsafe fn launch_3d(
+        &self,
+        stream: CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { self.0.launch_3d(stream, grid, block, params) }
+    }
+}
+
+/// Device memory that cudarc does not track: zero-filled, freed on drop.
+#[derive(Debug)]
+pub struct DeviceBuffer(buffer::DeviceBuffer);
+
+impl DeviceBuffer {
+    /// `len` bytes of zeroed device memory in `ctx`.
+    pub fn new_zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        buffer::DeviceBuffer::new_zeroed(ctx, len).map(DeviceBuffer)
+    }
+    /// Its device address.
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.0.ptr()
+    }
+}
+
+/// Copies `bytes` to device address `dst` of `ctx`, synchronously.
+///
+/// # Safety
+/// `dst` is device memory of `ctx` with room for `bytes.len()` bytes, not used by running work.
+pub unsafe fn upload(ctx: &Arc<CudaContext>, dst: CUdeviceptr, bytes: &[u8]) -> Result<()> {
+    driver::bind(ctx)?;
+    // SAFETY: per the contract.
+    unsafe { driver::memcpy_htod(dst, bytes) }
+}
+
+/// The pack decode of a trailer given as its 32 bytes (the fuzz target's entry point).
+pub fn decode_pack_trailer(
+    bytes: &[u8; 32],
+    expected: u64,
+    kind: crate::CountKind,
+    capacity: usize,
+    lens: &[usize],
+) -> Result<usize> {
+    let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    let t = crate::engine::trailer::Trailer {
+        count_raw: word(0),
+        count_copied: word(8),
+        status: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
+        magic: u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes")),
+        seq: word(24),
+    };
+    crate::engine::trailer::decode(
+        &t,
+        expected,
+        0,
+        capacity,
+        crate::engine::trailer::Filler::Pack {
+            kind,
+            source_lens: lens,
+        },
+    )
+}
