@@ -162,7 +162,8 @@ fn generate_bindings(header: &Path, dest: &Path) -> Result<()> {
     // that says what to install, as for a missing nvcc.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let generated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate()));
+    let generated =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate()));
     std::panic::set_hook(hook);
     let bindings = match generated {
         Err(panic) => {
@@ -188,7 +189,12 @@ fn pip_nvcc_under(prefix: &Path, out: &mut Vec<PathBuf>) {
     if let Ok(libs) = fs::read_dir(prefix.join("lib")) {
         for lib in libs.flatten() {
             for cu in ["cu13", "cu12", "cuda_nvcc"] {
-                out.push(lib.path().join("site-packages/nvidia").join(cu).join("bin/nvcc"));
+                out.push(
+                    lib.path()
+                        .join("site-packages/nvidia")
+                        .join(cu)
+                        .join("bin/nvcc"),
+                );
             }
         }
     }

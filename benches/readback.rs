@@ -6,11 +6,9 @@
 //! `cargo bench --bench readback`. Without a GPU it prints why and exits successfully.
 use criterion::{BenchmarkId, Criterion, Throughput};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
-use sized_readback::cudarc::driver::{CudaContext, CudaStream};
-use sized_readback::testing::{Kernel, Kernels as Module};
-use sized_readback::LaunchShape;
-use sized_readback::pinned::{DeviceBuffer, PinnedBuffer};
-use sized_readback::{Readback, ReadbackConfig, Transport, WaitMode};
+use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use sized_readback::testing::{DeviceBuffer, Kernel, Kernels, PinnedBuffer};
+use sized_readback::{LaunchShape, RawCount, Readback, ReadbackConfig, Transport, WaitMode};
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +29,7 @@ struct Rig {
     d_data: DeviceBuffer,
     d_count: DeviceBuffer,
     h_data: PinnedBuffer,
-    done: sys::CUevent,
+    done: CudaEvent,
 }
 
 impl Rig {
@@ -69,8 +67,8 @@ impl Rig {
                 ),
                 "cuMemcpyDtoHAsync",
             );
-            check(sys::cuEventRecord(self.done, self.s()), "cuEventRecord");
-            check(sys::cuEventSynchronize(self.done), "cuEventSynchronize");
+            self.done.record(&self.stream).expect("cuEventRecord");
+            self.done.synchronize().expect("cuEventSynchronize");
             let h = self.h_data.host_ptr().cast::<f64>();
             if n > 0 {
                 std::ptr::read_volatile(h.add(n - 1))
@@ -89,7 +87,8 @@ impl Rig {
                 None,
                 self.d_data.ptr(),
                 16 * M,
-                sized_readback::RawCount::i32(self.d_count.ptr()),)
+                RawCount::i32(self.d_count.ptr()),
+            )
         }
         .expect("enqueue");
         let r = t.wait().expect("readback");
@@ -101,7 +100,7 @@ impl Rig {
 fn setup() -> Result<Rig, String> {
     let ctx = sized_readback::device::open(0).map_err(|e| e.to_string())?;
     ctx.bind_to_thread().map_err(|e| e.to_string())?;
-    let module = Module::load(&ctx).map_err(|e| e.to_string())?;
+    let module = Kernels::load(&ctx).map_err(|e| e.to_string())?;
     let produce = module
         .function("srb_produce_f64")
         .map_err(|e| e.to_string())?;
@@ -109,8 +108,7 @@ fn setup() -> Result<Rig, String> {
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| e.to_string())? as u32;
     let stream = ctx.new_stream().map_err(|e| e.to_string())?;
-    // SAFETY: the context is current.
-    let done = unsafe { sized_readback::driver::event_create() }.map_err(|e| e.to_string())?;
+    let done = ctx.new_event(None).map_err(|e| e.to_string())?;
     Ok(Rig {
         d_data: DeviceBuffer::new_zeroed(&ctx, 16 * M * 8).map_err(|e| e.to_string())?,
         d_count: DeviceBuffer::new_zeroed(&ctx, 8).map_err(|e| e.to_string())?,
@@ -173,6 +171,4 @@ fn main() {
         g.finish();
     }
     c.final_summary();
-    // SAFETY: every use of the event has completed (each iteration synchronized on it).
-    let _ = unsafe { sized_readback::driver::event_destroy(rig.done) };
 }

@@ -331,7 +331,6 @@ impl<T, D: DevicePtr<T>> ErasedDevicePtr for Typed<'_, T, D> {
     }
 }
 
-
 /// The safe enqueue shared by every façade: checks, joins `after`, refuses a capturing stream,
 /// then binds the buffers through cudarc's event tracking (which orders the pack after earlier
 /// cudarc writes, and later cudarc writes after it) and launches the pack.
@@ -400,7 +399,9 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
     // The guards recorded their events as they dropped; cudarc stashes a failure there.
     let ours = slots.context().check_err();
     slots.context().record_err(earlier);
-    ours.map_err(Error::cuda("cuEventRecord (cudarc's tracking of a source buffer)"))?;
+    ours.map_err(Error::cuda(
+        "cuEventRecord (cudarc's tracking of a source buffer)",
+    ))?;
     Ok(ticket)
 }
 

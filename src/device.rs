@@ -1,6 +1,6 @@
 //! Opening a device without the panics of a missing driver.
-use crate::raw::driver;
 use crate::error::{Error, Result};
+use crate::raw::driver;
 use cudarc::driver::CudaContext;
 use std::sync::Arc;
 

@@ -337,7 +337,11 @@ impl GraphReadback {
     /// # Safety
     /// `stream` is a live stream handle.
     #[cfg(feature = "capi")]
-    pub(crate) unsafe fn fetch_spill_unchecked_stream(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
+    pub(crate) unsafe fn fetch_spill_unchecked_stream(
+        &self,
+        stream: CUstream,
+        seq: u64,
+    ) -> Result<Option<ColumnTicket>> {
         // SAFETY: per the contract; then the stream is of this context.
         unsafe {
             self.engine.slots().check_raw_stream(stream)?;
@@ -351,7 +355,11 @@ impl GraphReadback {
     }
 
     /// Brings back held replay `seq`'s spilled rows, waiting for them.
-    pub(crate) fn fetch_spill(&self, stream: &CudaStream, seq: u64) -> Result<Option<ColumnTicket>> {
+    pub(crate) fn fetch_spill(
+        &self,
+        stream: &CudaStream,
+        seq: u64,
+    ) -> Result<Option<ColumnTicket>> {
         self.engine.slots().check_stream(stream)?;
         // SAFETY: the stream is live and of this context (checked).
         unsafe { self.fetch_spill_raw(stream.cu_stream(), seq) }
@@ -361,7 +369,11 @@ impl GraphReadback {
     ///
     /// # Safety
     /// `stream` is a live stream of this readback's context.
-    pub(crate) unsafe fn fetch_spill_raw(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
+    pub(crate) unsafe fn fetch_spill_raw(
+        &self,
+        stream: CUstream,
+        seq: u64,
+    ) -> Result<Option<ColumnTicket>> {
         let slots = self.engine.slots();
         let Some((cols, count)) = self.engine.spill_sources(seq) else {
             return Ok(None);

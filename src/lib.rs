@@ -68,7 +68,9 @@ pub mod capi;
 pub mod testing;
 
 pub use append::{AppendDesc, AppendReadback, AppendTicket, PendingAppend};
-pub use columns::{Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket, Source};
+pub use columns::{
+    Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket, Source,
+};
 pub use config::{ReadbackConfig, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};

@@ -1,23 +1,19 @@
-//! Embedding tests: several columns with one count, CUDA graph capture and replay, and the
-//! C ABI. A custom harness (libtest-mimic): without a CUDA driver or device every GPU test is
-//! reported as *ignored*; the C ABI's argument checks run everywhere.
+//! Embedding tests: several columns with one count, and CUDA graph capture and replay (the C
+//! ABI's tests are in `capi/tests/capi.rs`). A custom harness (libtest-mimic): without a CUDA
+//! driver or device every GPU test is reported as *ignored*.
 //!
 //! Tests run one at a time unless `--test-threads` says otherwise: graph capture and the
 //! context-wide synchronization a graph readback's drop performs should not interleave with
 //! other tests' work.
 use anyhow::{bail, ensure, Context as _, Result};
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
 use libtest_mimic::{Arguments, Failed, Trial};
-use sized_readback::capi;
-use sized_readback::testing::{Kernel, Kernels as Module};
-use sized_readback::LaunchShape;
-use sized_readback::testing::DeviceBuffer;
+use sized_readback::testing::pattern;
 use sized_readback::{
-    pattern, Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSource, Element, Error,
-    GraphReadback, ReadbackConfig, Transport,
+    ColumnReadback, ColumnReadout, ColumnSchema, Element, Error, GraphReadback, ReadbackConfig,
+    Transport,
 };
-use std::ffi::{c_void, CStr};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -309,158 +305,9 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------
-// The simulation step of csrc/embedding.cu, mirrored on the host.
-
-/// The count `srbe_step` writes for `key` (csrc/embedding.cu's srbe_count).
-fn step_count(key: u64, cap: u64) -> i64 {
-    if key % 997 == 13 {
-        cap as i64 + 1
-    } else if key % 991 == 7 {
-        -3
-    } else {
-        (pattern::mix(key) % (cap + 1)) as i64
-    }
-}
-
-/// Device buffers of one `srbe_step` output (pos f64, id i32, vel [f32; 3], count i32) and
-/// its step counter.
-struct StepBuffers {
-    pos: DeviceBuffer,
-    id: DeviceBuffer,
-    vel: DeviceBuffer,
-    count: DeviceBuffer,
-    step: DeviceBuffer,
-    cap: usize,
-}
-
-impl StepBuffers {
-    fn new(ctx: &Arc<CudaContext>, cap: usize) -> Result<Self> {
-        Ok(StepBuffers {
-            pos: DeviceBuffer::new_zeroed(ctx, cap * 8)?,
-            id: DeviceBuffer::new_zeroed(ctx, cap * 4)?,
-            vel: DeviceBuffer::new_zeroed(ctx, cap * 12)?,
-            count: DeviceBuffer::new_zeroed(ctx, 8)?,
-            step: DeviceBuffer::new_zeroed(ctx, 8)?,
-            cap,
-        })
-    }
-    fn sources(&self) -> [ColumnSource; 3] {
-        [
-            ColumnSource {
-                ptr: self.pos.ptr(),
-                len: self.cap,
-            },
-            ColumnSource {
-                ptr: self.id.ptr(),
-                len: self.cap,
-            },
-            ColumnSource {
-                ptr: self.vel.ptr(),
-                len: self.cap,
-            },
-        ]
-    }
-}
-
-struct StepKernels {
-    step: Kernel,
-    advance: Kernel,
-}
-
-impl StepKernels {
-    fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
-        let m = Module::load(ctx)?;
-        Ok(StepKernels {
-            step: m.function("srbe_step")?,
-            advance: m.function("srbe_advance")?,
-        })
-    }
-    fn step(&self, stream: &CudaStream, b: &StepBuffers, tag: u32) -> Result<()> {
-        let (mut pos, mut id, mut vel, mut count, mut step) = (
-            b.pos.ptr(),
-            b.id.ptr(),
-            b.vel.ptr(),
-            b.count.ptr(),
-            b.step.ptr(),
-        );
-        let (mut tag, mut cap) = (tag, b.cap as u64);
-        let mut args: [*mut c_void; 7] = [
-            (&mut pos as *mut u64).cast(),
-            (&mut id as *mut u64).cast(),
-            (&mut vel as *mut u64).cast(),
-            (&mut count as *mut u64).cast(),
-            (&mut step as *mut u64).cast(),
-            (&mut tag as *mut u32).cast(),
-            (&mut cap as *mut u64).cast(),
-        ];
-        let shape = LaunchShape {
-            grid: 16,
-            block: 256,
-            programmatic: false,
-        };
-        // SAFETY: srbe_step(double*, int32_t*, float*, int32_t*, const uint64_t*, uint32_t,
-        // uint64_t) with matching argument types; the buffers hold cap rows.
-        unsafe { self.step.launch(stream.cu_stream(), shape, &mut args)? };
-        Ok(())
-    }
-    fn advance(&self, stream: &CudaStream, b: &StepBuffers) -> Result<()> {
-        let mut step = b.step.ptr();
-        let mut args: [*mut c_void; 1] = [(&mut step as *mut u64).cast()];
-        let shape = LaunchShape {
-            grid: 1,
-            block: 32,
-            programmatic: false,
-        };
-        // SAFETY: srbe_advance(uint64_t*) on an 8-byte buffer.
-        unsafe { self.advance.launch(stream.cu_stream(), shape, &mut args)? };
-        Ok(())
-    }
-}
-
-/// The handles of the step's columns: pos, id, vel.
-type StepColumns = (Column<f64>, Column<i32>, Column<[f32; 3]>);
-
-fn step_schema() -> (ColumnSchema, StepColumns) {
-    let mut s = ColumnSchema::new();
-    let cols = (s.column::<f64>(), s.column::<i32>(), s.column::<[f32; 3]>());
-    (s, cols)
-}
-
-/// Checks a readback of `srbe_step` with `key` and `tag`, whose result was `r`. Returns
-/// whether it was an (expected) count error.
-fn check_step(
-    r: std::result::Result<&ColumnReadout<'_>, Error>,
-    cols: StepColumns,
-    key: u64,
-    tag: u32,
-    cap: usize,
-) -> Result<bool> {
-    let want = step_count(key, cap as u64);
-    let out = match r {
-        Err(Error::CountExceedsCapacity { count, capacity })
-            if want == cap as i64 + 1 && count == want as u64 && capacity == cap =>
-        {
-            return Ok(true)
-        }
-        Err(Error::NegativeCount { count: -3 }) if want == -3 => return Ok(true),
-        Err(e) => bail!("key {key}: {e} (expected count {want})"),
-        Ok(out) => out,
-    };
-    ensure!(
-        out.count() as i64 == want,
-        "key {key}: count {} != {want}",
-        out.count()
-    );
-    let (pos, id, vel) = (out.column(cols.0), out.column(cols.1), out.column(cols.2));
-    for i in 0..out.count() {
-        let ok = pos[i] == i as f64 + 0.25 * key as f64
-            && id[i] == (key * 7 + i as u64) as i32
-            && vel[i] == [i as f32, key as f32, tag as f32];
-        ensure!(ok, "key {key} row {i}: {} {} {:?}", pos[i], id[i], vel[i]);
-    }
-    Ok(false)
-}
+#[path = "common/step.rs"]
+mod step;
+use step::*;
 
 fn columns_raw_after_an_event() -> Result<()> {
     let ctx = ctx();
@@ -477,12 +324,19 @@ fn columns_raw_after_an_event() -> Result<()> {
         // The producer's tag is the key's parity and its step key / 2: set the step counter.
         let step = key / 2;
         // SAFETY: 8-byte device buffer of this context; compute is idle (waited below).
-        unsafe { sized_readback::driver::memcpy_htod(b.step.ptr(), &step.to_le_bytes())? };
+        unsafe { sized_readback::testing::upload(&ctx, b.step.ptr(), &step.to_le_bytes())? };
         k.step(&compute, &b, (key % 2) as u32)?;
         done.record(&compute)?;
         // SAFETY: the buffers outlive the wait below; `done` orders the pack after the
         // producer, and the next producer runs only after this wait.
-        let tk = unsafe { rb.enqueue_raw(&copy, Some(&done), &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
+        let tk = unsafe {
+            rb.enqueue_raw(
+                &copy,
+                Some(&done),
+                &b.sources(),
+                sized_readback::RawCount::i32(b.count.ptr()),
+            )?
+        };
         let r = tk.wait();
         errors += check_step(
             r.as_ref().map_err(clone_err),
@@ -501,21 +355,6 @@ fn columns_raw_after_an_event() -> Result<()> {
         "count errors {errors} != {want}"
     );
     Ok(())
-}
-
-/// `Error` is not `Clone`; tests pass errors by value to `check_step`.
-fn clone_err(e: &Error) -> Error {
-    match e {
-        Error::CountExceedsCapacity { count, capacity } => Error::CountExceedsCapacity {
-            count: *count,
-            capacity: *capacity,
-        },
-        Error::NegativeCount { count } => Error::NegativeCount { count: *count },
-        Error::Overrun { seq } => Error::Overrun { seq: *seq },
-        other => Error::InvalidConfig {
-            reason: other.to_string(),
-        },
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -556,7 +395,8 @@ fn graph_replays_the_seed_loop() -> Result<()> {
                 &copy,
                 Some(&compute_done[b]),
                 &bufs[b].sources(),
-                sized_readback::RawCount::i32(bufs[b].count.ptr()),)?
+                sized_readback::RawCount::i32(bufs[b].count.ptr()),
+            )?
         };
         k.advance(&copy, &bufs[b])?;
     }
@@ -576,11 +416,11 @@ fn graph_replays_the_seed_loop() -> Result<()> {
             let (replay, tag) = ((seq - 1) / 2, ((seq - 1) % 2) as u32);
             let key = 2 * replay + tag as u64;
             let r = g.next_timeout(Duration::from_secs(10));
-            let r2 = r.as_ref().map(|rp| &**rp).map_err(clone_err);
+            let readout = r.as_ref().map(|rp| rp.readout()).map_err(clone_err);
             if let Ok(rp) = &r {
                 ensure!(rp.seq() == seq, "replay numbered {} != {seq}", rp.seq());
             }
-            errors += check_step(r2, cols, key, tag, cap)? as u64;
+            errors += check_step(readout.as_ref().map_err(clone_err), cols, key, tag, cap)? as u64;
             checked += 1;
         }
         Ok(())
@@ -632,7 +472,14 @@ fn graph_overrun_is_detected() -> Result<()> {
     stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     k.step(&stream, &b, 0)?;
     // SAFETY: as in graph_replays_the_seed_loop; one stream.
-    unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
+    unsafe {
+        g.record(
+            &stream,
+            None,
+            &b.sources(),
+            sized_readback::RawCount::i32(b.count.ptr()),
+        )?
+    };
     k.advance(&stream, &b)?;
     let graph = stream
         .end_capture(sys::CUgraphInstantiate_flags(0))?
@@ -648,11 +495,11 @@ fn graph_overrun_is_detected() -> Result<()> {
     }
     stream.synchronize()?;
     ensure!(g.last_overrun() == 5, "last overrun {}", g.last_overrun());
-    check(&first, 0)?; // untouched while held, though four replays ran
+    check(&first.readout(), 0)?; // untouched while held, though four replays ran
     drop(first);
     let second = g.next_timeout(Duration::from_secs(10))?;
     ensure!(second.seq() == 2);
-    check(&second, 1)?;
+    check(&second.readout(), 1)?;
     drop(second);
     for seq in 3..=5 {
         expect_err(
@@ -668,7 +515,7 @@ fn graph_overrun_is_detected() -> Result<()> {
     graph.launch()?;
     let sixth = g.next_timeout(Duration::from_secs(10))?;
     ensure!(sixth.seq() == 6);
-    check(&sixth, 5)?;
+    check(&sixth.readout(), 5)?;
     drop(sixth);
     stream.synchronize()?;
     Ok(())
@@ -696,7 +543,14 @@ fn graph_record_without_capture() -> Result<()> {
     for _ in 0..3 {
         k.step(&stream, &b, 1)?;
         // SAFETY: buffers outlive the synchronize below; one stream.
-        unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
+        unsafe {
+            g.record(
+                &stream,
+                None,
+                &b.sources(),
+                sized_readback::RawCount::i32(b.count.ptr()),
+            )?
+        };
         k.advance(&stream, &b)?;
     }
     for step in 0..3u64 {
@@ -739,19 +593,36 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     k.step(&stream, &b, 1)?;
     // SAFETY: the buffers outlive the synchronize below; one stream; not capturing, so the
     // pack runs once.
-    unsafe { g.record(&stream, None, &b.sources(), sized_readback::RawCount::i32(b.count.ptr()))? };
+    unsafe {
+        g.record(
+            &stream,
+            None,
+            &b.sources(),
+            sized_readback::RawCount::i32(b.count.ptr()),
+        )?
+    };
     let mut short = b.sources();
     short[2].len = cap - 1;
     let is_config = |e: &Error| matches!(e, Error::RecordingMismatch { .. });
     // SAFETY: as above; both are refused before anything is recorded.
     unsafe {
         expect_err(
-            g.record(&stream, None, &short, sized_readback::RawCount::i32(b.count.ptr())),
+            g.record(
+                &stream,
+                None,
+                &short,
+                sized_readback::RawCount::i32(b.count.ptr()),
+            ),
             "other source lengths",
             is_config,
         )?;
         expect_err(
-            g.record(&stream, None, &b.sources(), sized_readback::RawCount::u32(b.count.ptr())),
+            g.record(
+                &stream,
+                None,
+                &b.sources(),
+                sized_readback::RawCount::u32(b.count.ptr()),
+            ),
             "another count type",
             is_config,
         )?;
@@ -800,533 +671,6 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------
-// The C ABI.
-
-fn last_error() -> String {
-    // SAFETY: srb_last_error returns a NUL-terminated string owned by this thread.
-    unsafe { CStr::from_ptr(capi::srb_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Argument checks that need no GPU: they run (and must pass) everywhere.
-fn capi_argument_errors() -> Result<()> {
-    let sizes = [8usize, 4];
-    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
-    // SAFETY: valid pointers, or nulls the API must reject.
-    unsafe {
-        ensure!(
-            capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, std::ptr::null_mut())
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        ensure!(
-            last_error().contains("out is null"),
-            "message: {}",
-            last_error()
-        );
-        ensure!(
-            capi::srb_create(0, 16, 2, 0, sizes.as_ptr(), 0, &mut rb)
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        ensure!(
-            last_error().contains("num_columns"),
-            "message: {}",
-            last_error()
-        );
-        ensure!(
-            capi::srb_create(0, 16, 2, 2, std::ptr::null(), 0, &mut rb)
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        ensure!(
-            capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0x80, &mut rb)
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        ensure!(
-            capi::srb_create(-1, 16, 2, 2, sizes.as_ptr(), 0, &mut rb)
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        // Unusable configurations are refused before the device is opened: the same code
-        // with or without a GPU.
-        let too_big = [u32::MAX as usize + 1];
-        let zero = [8usize, 0];
-        let graph_staged = capi::SRB_FLAG_GRAPH | capi::SRB_FLAG_STAGED;
-        for (what, capacity, slots, sizes, flags) in [
-            ("zero capacity", 0, 2, &sizes[..], 0),
-            ("zero slots", 16, 0, &sizes[..], 0),
-            ("SIZE_MAX capacity", usize::MAX, 2, &sizes[..], 0),
-            ("slots overflow", usize::MAX / 64, u32::MAX, &sizes[..1], 0),
-            ("element size 0", 16, 2, &zero[..], 0),
-            ("element size above u32::MAX", 1, 1, &too_big[..], 0),
-            ("graph and staged", 16, 2, &sizes[..], graph_staged),
-        ] {
-            let n = sizes.len() as u32;
-            let code = capi::srb_create(0, capacity, slots, n, sizes.as_ptr(), flags, &mut rb);
-            ensure!(
-                code == capi::SRB_ERR_INVALID_CONFIG && rb.is_null(),
-                "{what}: code {code} ({})",
-                last_error()
-            );
-        }
-        ensure!(rb.is_null());
-        // The message pointer stays the same across failures (it used to be freed by the
-        // next one).
-        let before = capi::srb_last_error();
-        ensure!(
-            capi::srb_poll(std::ptr::null(), 1) == capi::SRB_ERR_INVALID_ARGUMENT,
-            "poll on null"
-        );
-        ensure!(capi::srb_last_error() == before && last_error().contains("null"));
-        ensure!(
-            capi::srb_wait(std::ptr::null(), 1, 0, std::ptr::null_mut())
-                == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        ensure!(capi::srb_data(std::ptr::null(), 1, 0).is_null());
-        ensure!(last_error().contains("null"), "message: {}", last_error());
-        capi::srb_destroy(std::ptr::null_mut());
-        // A well-formed create: succeeds with a GPU, else says why not.
-        let code = capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, &mut rb);
-        if gpu_present() {
-            ensure!(
-                code == capi::SRB_OK && !rb.is_null(),
-                "create: {code} {}",
-                last_error()
-            );
-            capi::srb_destroy(rb);
-        } else {
-            ensure!(
-                code == capi::SRB_ERR_DRIVER_NOT_FOUND || code == capi::SRB_ERR_NO_DEVICE,
-                "create without a GPU: {code} {}",
-                last_error()
-            );
-            ensure!(!last_error().is_empty());
-        }
-    }
-    Ok(())
-}
-
-/// Host-sequenced mode through the C ABI, both transports: enqueue/poll/wait/count/data/
-/// release, and the errors a C caller sees.
-fn capi_host_mode() -> Result<()> {
-    let ctx = ctx();
-    let k = StepKernels::load(&ctx)?;
-    let stream = ctx.new_stream()?;
-    let cap = 2000;
-    let b = StepBuffers::new(&ctx, cap)?;
-    let sizes = [8usize, 4, 12];
-    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
-    let lens = [cap; 3];
-    let raw = stream.cu_stream();
-    for flags in [0, capi::SRB_FLAG_STAGED] {
-        let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
-        // SAFETY: every pointer below is valid for the call; buffers outlive the readback.
-        unsafe {
-            let code = capi::srb_create(0, cap, 2, 3, sizes.as_ptr(), flags, &mut rb);
-            ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
-            ensure!(capi::srb_capacity(rb) == cap);
-            for key in [1u64, 4, 9] {
-                let step = key / 2;
-                sized_readback::driver::memcpy_htod(b.step.ptr(), &step.to_le_bytes())?;
-                k.step(&stream, &b, (key % 2) as u32)?;
-                let mut seq = 0;
-                let code = capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
-                    &mut seq,
-                );
-                ensure!(code == capi::SRB_OK, "enqueue: {code} {}", last_error());
-                let mut n = u64::MAX;
-                let code = capi::srb_wait(rb, seq, 10_000_000_000, &mut n);
-                ensure!(code == capi::SRB_OK, "wait: {code} {}", last_error());
-                ensure!(n as i64 == step_count(key, cap as u64), "count {n}");
-                ensure!(capi::srb_poll(rb, seq) == capi::SRB_OK);
-                let mut n2 = 0;
-                ensure!(capi::srb_count(rb, seq, &mut n2) == capi::SRB_OK && n2 == n);
-                let n = n as usize;
-                let pos = std::slice::from_raw_parts(capi::srb_data(rb, seq, 0).cast::<f64>(), n);
-                let id = std::slice::from_raw_parts(capi::srb_data(rb, seq, 1).cast::<i32>(), n);
-                let vel =
-                    std::slice::from_raw_parts(capi::srb_data(rb, seq, 2).cast::<[f32; 3]>(), n);
-                for i in 0..n {
-                    ensure!(
-                        pos[i] == i as f64 + 0.25 * key as f64
-                            && id[i] == (key * 7 + i as u64) as i32
-                            && vel[i] == [i as f32, key as f32, (key % 2) as f32],
-                        "key {key} row {i}"
-                    );
-                }
-                ensure!(
-                    capi::srb_data(rb, seq, 3).is_null(),
-                    "column 3 does not exist"
-                );
-                ensure!(capi::srb_release(rb, seq) == capi::SRB_OK);
-                ensure!(
-                    capi::srb_release(rb, seq) == capi::SRB_ERR_INVALID_ARGUMENT,
-                    "double release"
-                );
-                ensure!(capi::srb_data(rb, seq, 0).is_null(), "released");
-            }
-            // Over capacity: the count comes back with the error.
-            let big = stream.clone_htod(&[cap as i64 + 7])?;
-            let (big_ptr, _g) = cudarc::driver::DevicePtr::device_ptr(&big, &stream);
-            let mut seq = 0;
-            ensure!(
-                capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    big_ptr,
-                    capi::SRB_COUNT_INT64,
-                    &mut seq
-                ) == capi::SRB_OK
-            );
-            let mut n = 0;
-            ensure!(
-                capi::srb_wait(rb, seq, -1, &mut n) == capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
-                    && n == cap as u64 + 7,
-                "over capacity: n {n}"
-            );
-            ensure!(
-                last_error().contains("exceeds the readback capacity"),
-                "message: {}",
-                last_error()
-            );
-            // Two slots: a third enqueue while two are held fails.
-            let mut s2 = 0;
-            ensure!(
-                capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
-                    &mut s2
-                ) == capi::SRB_OK
-            );
-            let mut s3 = 0;
-            ensure!(
-                capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
-                    &mut s3
-                ) == capi::SRB_ERR_SLOTS_EXHAUSTED
-            );
-            ensure!(
-                capi::srb_release(rb, seq) == capi::SRB_OK
-                    && capi::srb_release(rb, s2) == capi::SRB_OK
-            );
-            // A misaligned count, an unknown count kind, a graph call on a host readback.
-            ensure!(
-                capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    b.count.ptr() + 1,
-                    capi::SRB_COUNT_INT32,
-                    &mut s3
-                ) == capi::SRB_ERR_BAD_POINTER
-            );
-            ensure!(
-                capi::srb_enqueue(
-                    rb,
-                    raw,
-                    std::ptr::null_mut(),
-                    ptrs.as_ptr(),
-                    lens.as_ptr(),
-                    b.count.ptr(),
-                    9,
-                    &mut s3
-                ) == capi::SRB_ERR_INVALID_ARGUMENT
-            );
-            ensure!(
-                capi::srb_next(rb, 0, std::ptr::null_mut(), std::ptr::null_mut())
-                    == capi::SRB_ERR_INVALID_ARGUMENT
-            );
-            ensure!(
-                capi::srb_wait(rb, 12345, 0, std::ptr::null_mut())
-                    == capi::SRB_ERR_INVALID_ARGUMENT
-            );
-            capi::srb_destroy(rb);
-        }
-    }
-    stream.synchronize()?;
-    Ok(())
-}
-
-/// Graph mode through the C ABI: record into a capture with raw handles, replay, consume
-/// with srb_next.
-fn capi_graph_mode() -> Result<()> {
-    let ctx = ctx();
-    let k = StepKernels::load(&ctx)?;
-    let stream = ctx.new_stream()?;
-    let cap = 1500;
-    let b = StepBuffers::new(&ctx, cap)?;
-    let sizes = [8usize, 4, 12];
-    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
-    let lens = [cap; 3];
-    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
-    let replays = 500u64;
-    // SAFETY: valid pointers; the buffers and the readback outlive the graph's replays
-    // (the stream is synchronized before they drop).
-    unsafe {
-        ensure!(
-            capi::srb_create(
-                0,
-                cap,
-                4,
-                3,
-                sizes.as_ptr(),
-                capi::SRB_FLAG_GRAPH | capi::SRB_FLAG_STAGED,
-                &mut rb
-            ) == capi::SRB_ERR_INVALID_CONFIG
-        );
-        let code = capi::srb_create(0, cap, 4, 3, sizes.as_ptr(), capi::SRB_FLAG_GRAPH, &mut rb);
-        ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
-        let mut seq = 0;
-        ensure!(
-            capi::srb_enqueue(
-                rb,
-                stream.cu_stream(),
-                std::ptr::null_mut(),
-                ptrs.as_ptr(),
-                lens.as_ptr(),
-                b.count.ptr(),
-                capi::SRB_COUNT_INT32,
-                &mut seq
-            ) == capi::SRB_ERR_INVALID_ARGUMENT
-        );
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        k.step(&stream, &b, 1)?;
-        let code = capi::srb_record(
-            rb,
-            stream.cu_stream(),
-            std::ptr::null_mut(),
-            ptrs.as_ptr(),
-            lens.as_ptr(),
-            b.count.ptr(),
-            capi::SRB_COUNT_INT32,
-        );
-        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
-        k.advance(&stream, &b)?;
-        let graph = stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))?
-            .context("no graph")?;
-        let mut errors = 0;
-        for r in 0..replays {
-            graph.launch()?;
-            let key = 2 * r + 1;
-            let mut n = 0;
-            let code = capi::srb_next(rb, 10_000_000_000, &mut seq, &mut n);
-            ensure!(seq == r + 1, "seq {seq}");
-            let want = step_count(key, cap as u64);
-            if want < 0 || want > cap as i64 {
-                let expected = if want < 0 {
-                    capi::SRB_ERR_NEGATIVE_COUNT
-                } else {
-                    capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
-                };
-                ensure!(code == expected, "key {key}: code {code} (want {expected})");
-                errors += 1;
-                continue;
-            }
-            ensure!(code == capi::SRB_OK, "next: {code} {}", last_error());
-            ensure!(n as i64 == want, "key {key}: count {n} != {want}");
-            let id =
-                std::slice::from_raw_parts(capi::srb_data(rb, seq, 1).cast::<i32>(), n as usize);
-            ensure!(
-                id.iter()
-                    .enumerate()
-                    .all(|(i, v)| *v == (key * 7 + i as u64) as i32),
-                "key {key}: ids"
-            );
-            ensure!(capi::srb_release(rb, seq) == capi::SRB_OK);
-        }
-        ensure!(errors > 0, "keys below 1000 include error keys");
-        stream.synchronize()?;
-        drop(graph);
-        capi::srb_destroy(rb);
-    }
-    Ok(())
-}
-
-/// Graph mode through the C ABI with several consumer threads: `srb_next` before any
-/// recording errs at once; with `timeout_ns` 0 it does not wait for a consumer blocked in
-/// another thread (`SRB_NOT_READY`); and concurrent callers each report a different replay
-/// number (the number used to be read before the consumer lock was taken).
-fn capi_graph_concurrent_consumers() -> Result<()> {
-    const REPLAYS: u64 = 64;
-    let ctx = ctx();
-    let k = StepKernels::load(&ctx)?;
-    let stream = ctx.new_stream()?;
-    let cap = 1000;
-    let b = StepBuffers::new(&ctx, cap)?;
-    let sizes = [8usize, 4, 12];
-    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
-    let lens = [cap; 3];
-    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
-    // SAFETY: valid pointers; the buffers and the readback outlive the graph's replays (the
-    // stream is synchronized before they drop); the handle is shared with scoped threads
-    // only while it lives.
-    unsafe {
-        let code = capi::srb_create(
-            0,
-            cap,
-            REPLAYS as u32,
-            3,
-            sizes.as_ptr(),
-            capi::SRB_FLAG_GRAPH,
-            &mut rb,
-        );
-        ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
-        let (mut seq, mut n) = (u64::MAX, u64::MAX);
-        let t = Instant::now();
-        let code = capi::srb_next(rb, 5_000_000_000, &mut seq, &mut n);
-        ensure!(
-            code == capi::SRB_ERR_INVALID_CONFIG && t.elapsed() < Duration::from_secs(1),
-            "next before a recording: {code} after {:?} ({})",
-            t.elapsed(),
-            last_error()
-        );
-        ensure!(seq == u64::MAX, "nothing taken, no number stored");
-
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        k.step(&stream, &b, 1)?;
-        let code = capi::srb_record(
-            rb,
-            stream.cu_stream(),
-            std::ptr::null_mut(),
-            ptrs.as_ptr(),
-            lens.as_ptr(),
-            b.count.ptr(),
-            capi::SRB_COUNT_INT32,
-        );
-        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
-        k.advance(&stream, &b)?;
-        let graph = stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))?
-            .context("no graph")?;
-
-        let handle = rb as usize;
-        let next = move |timeout_ns: i64| {
-            let (mut seq, mut n) = (u64::MAX, u64::MAX);
-            let code = capi::srb_next(handle as *const _, timeout_ns, &mut seq, &mut n);
-            (code, seq, n)
-        };
-        // One consumer blocks for 2 s (nothing launched yet); a look with timeout 0 from
-        // this thread returns at once with SRB_NOT_READY, storing no number.
-        std::thread::scope(|scope| -> Result<()> {
-            let blocked = scope.spawn(|| next(2_000_000_000));
-            std::thread::sleep(Duration::from_millis(300));
-            let t = Instant::now();
-            let (code, seq, _) = next(0);
-            ensure!(
-                code == capi::SRB_NOT_READY && seq == u64::MAX,
-                "look while another thread waits: {code}, seq {seq}"
-            );
-            ensure!(
-                t.elapsed() < Duration::from_millis(500),
-                "timeout 0 waited {:?}",
-                t.elapsed()
-            );
-            let (code, seq, _) = blocked.join().expect("consumer panicked");
-            ensure!(
-                code == capi::SRB_TIMEOUT && seq == 1,
-                "blocked consumer: {code}, seq {seq}"
-            );
-            Ok(())
-        })?;
-
-        for _ in 0..REPLAYS {
-            graph.launch()?;
-        }
-        stream.synchronize()?;
-        // Four threads take the replays concurrently; each number must come out once.
-        let taken: Vec<(i32, u64, u64)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..4)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let (code, seq, n) = next(200_000_000);
-                            match code {
-                                capi::SRB_NOT_READY => continue,
-                                capi::SRB_TIMEOUT => break,
-                                capi::SRB_OK => {
-                                    let released = capi::srb_release(handle as *const _, seq);
-                                    mine.push((code, seq, n));
-                                    if released != capi::SRB_OK {
-                                        mine.push((released, seq, 0));
-                                    }
-                                }
-                                _ => mine.push((code, seq, n)),
-                            }
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().expect("consumer panicked"))
-                .collect()
-        });
-        let mut seqs: Vec<u64> = taken.iter().map(|t| t.1).collect();
-        seqs.sort_unstable();
-        ensure!(
-            seqs == (1..=REPLAYS).collect::<Vec<_>>(),
-            "replay numbers taken: {seqs:?}"
-        );
-        for &(code, seq, n) in &taken {
-            let key = 2 * (seq - 1) + 1;
-            let want = step_count(key, cap as u64);
-            let expected = if want < 0 {
-                capi::SRB_ERR_NEGATIVE_COUNT
-            } else if want > cap as i64 {
-                capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
-            } else {
-                ensure!(n as i64 == want, "seq {seq}: count {n} != {want}");
-                capi::SRB_OK
-            };
-            ensure!(code == expected, "seq {seq}: code {code} (want {expected})");
-        }
-        ensure!(
-            taken.iter().any(|t| t.0 != capi::SRB_OK),
-            "keys 7 and 13 are count errors"
-        );
-        drop(graph);
-        capi::srb_destroy(rb);
-    }
-    Ok(())
-}
-
-/// examples/seed_capi.expected (what scripts/build-seed-capi.sh --run compares the C++
-/// program's output with) must be the seed's expected output of src/seed.rs.
-fn seed_capi_expected_output() -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed_capi.expected");
-    let text = std::fs::read_to_string(path).context("examples/seed_capi.expected")?;
-    ensure!(
-        text == sized_readback::testing::seed::EXPECTED,
-        "examples/seed_capi.expected differs from seed::EXPECTED"
-    );
-    Ok(())
-}
-
 type TestFn = fn() -> Result<()>;
 
 fn main() {
@@ -1351,15 +695,9 @@ fn main() {
             "graph_misuse_is_reported_at_once",
             graph_misuse_is_reported_at_once,
         ),
-        ("capi_host_mode", capi_host_mode),
-        ("capi_graph_mode", capi_graph_mode),
-        (
-            "capi_graph_concurrent_consumers",
-            capi_graph_concurrent_consumers,
-        ),
     ];
     let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
-    let mut trials: Vec<Trial> = gpu_tests
+    let trials: Vec<Trial> = gpu_tests
         .iter()
         .map(|&(name, f)| {
             Trial::test(name, run(f))
@@ -1367,14 +705,6 @@ fn main() {
                 .with_ignored_flag(!gpu)
         })
         .collect();
-    trials.push(Trial::test(
-        "capi_argument_errors",
-        run(capi_argument_errors),
-    ));
-    trials.push(Trial::test(
-        "seed_capi_expected_output",
-        run(seed_capi_expected_output),
-    ));
     if !gpu {
         eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
     }

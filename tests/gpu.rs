@@ -4,13 +4,11 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use libtest_mimic::{Arguments, Failed, Trial};
-use sized_readback::testing::Kernels as Module;
-use sized_readback::LaunchShape;
 use sized_readback::testing::pattern;
 use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
-use sized_readback::{
-    CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode,
-};
+use sized_readback::testing::Kernels as Module;
+use sized_readback::LaunchShape;
+use sized_readback::{CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode};
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -347,7 +345,13 @@ fn bad_raw_pointers() -> Result<()> {
             |e| matches!(e, Error::BadPointer { align: 4, .. }),
         )?;
         expect_err(
-            rb.enqueue_raw(&stream, None, host.as_ptr() as u64, 4, sized_readback::RawCount::i32(c)),
+            rb.enqueue_raw(
+                &stream,
+                None,
+                host.as_ptr() as u64,
+                4,
+                sized_readback::RawCount::i32(c),
+            ),
             "host address",
             |e| matches!(e, Error::BadPointer { .. }),
         )?;
@@ -430,7 +434,15 @@ fn raw_pointers_after_an_event() -> Result<()> {
             done.record(&compute)?;
             // SAFETY: both buffers live until the end of this function; the next producer
             // launch comes after this ticket is waited on.
-            let tk = unsafe { rb.enqueue_raw(&copy, Some(&done), d, n as usize, sized_readback::RawCount::i32(c))? };
+            let tk = unsafe {
+                rb.enqueue_raw(
+                    &copy,
+                    Some(&done),
+                    d,
+                    n as usize,
+                    sized_readback::RawCount::i32(c),
+                )?
+            };
             let out = tk.wait()?;
             ensure!(out.count() as u64 == nn, "count {} != {nn}", out.count());
             for (i, v) in out.iter().enumerate() {
@@ -464,13 +476,7 @@ fn slots_exhausted_then_reused() -> Result<()> {
     Ok(())
 }
 
-fn busy_producer(
-    module: &Module,
-    stream: &CudaStream,
-    cnt: u64,
-    n: i32,
-    ns: u64,
-) -> Result<()> {
+fn busy_producer(module: &Module, stream: &CudaStream, cnt: u64, n: i32, ns: u64) -> Result<()> {
     let (mut c, mut nn, mut t) = (cnt, n, ns);
     launch(
         module,
@@ -619,7 +625,15 @@ fn programmatic_launch_on_and_off() -> Result<()> {
             let nn = (cycle * 83) % (n + 1);
             produce_f64(&module, &stream, 16, d, c, nn, cycle)?;
             // SAFETY: same stream as the producer; buffers outlive the wait below.
-            let tk = unsafe { rb.enqueue_raw(&stream, None, d, n as usize, sized_readback::RawCount::i32(c))? };
+            let tk = unsafe {
+                rb.enqueue_raw(
+                    &stream,
+                    None,
+                    d,
+                    n as usize,
+                    sized_readback::RawCount::i32(c),
+                )?
+            };
             let out = tk.wait()?;
             ensure!(
                 out.count() as u64 == nn,

@@ -13,9 +13,9 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use libtest_mimic::{Arguments, Failed, Trial};
+use sized_readback::testing::DeviceBuffer;
 use sized_readback::testing::Kernels as Module;
 use sized_readback::LaunchShape;
-use sized_readback::testing::DeviceBuffer;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::ffi::c_void;
 use std::io::Read;
@@ -585,7 +585,7 @@ fn bad_inputs_are_errors() -> Result<()> {
         |e| matches!(e, Error::NoDevice { .. }),
     )?;
 
-    let mut rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(4).slots(1))?;
+    let rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(4).slots(1))?;
     expect_err(rb.grow(0), "grow to 0", cfg_err)?;
     ensure!(rb.capacity() == 4, "a failed grow changed the readback");
     let data = stream.clone_htod(&[1.0f64, 2.0, 3.0, 4.0])?;
@@ -624,12 +624,24 @@ fn bad_inputs_are_errors() -> Result<()> {
         }
         for off in [1u64, 4] {
             expect_err(
-                rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::u64(c64 + off)),
+                rb.enqueue_raw(
+                    &stream,
+                    None,
+                    d,
+                    4,
+                    sized_readback::RawCount::u64(c64 + off),
+                ),
                 "misaligned u64 count",
                 |e| matches!(e, Error::BadPointer { align: 8, .. }),
             )?;
             expect_err(
-                rb.enqueue_raw(&stream, None, d, 4, sized_readback::RawCount::i64(c64 + off)),
+                rb.enqueue_raw(
+                    &stream,
+                    None,
+                    d,
+                    4,
+                    sized_readback::RawCount::i64(c64 + off),
+                ),
                 "misaligned i64 count",
                 |e| matches!(e, Error::BadPointer { align: 8, .. }),
             )?;
@@ -710,7 +722,15 @@ fn bad_inputs_are_errors() -> Result<()> {
         foreign("the event"),
     )?;
     // SAFETY: rejected before any device work.
-    let r = unsafe { rb.enqueue_raw(&stream, None, oraw.ptr(), 4, sized_readback::RawCount::i32(c)) };
+    let r = unsafe {
+        rb.enqueue_raw(
+            &stream,
+            None,
+            oraw.ptr(),
+            4,
+            sized_readback::RawCount::i32(c),
+        )
+    };
     expect_err(r, "foreign raw data", foreign("the data"))?;
     // Slots exhausted, then fine again.
     let held = rb.enqueue(&stream, &data, &cnt)?;

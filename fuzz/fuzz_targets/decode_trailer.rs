@@ -1,12 +1,24 @@
-//! Fuzzes `decode_trailer` with arbitrary trailer bytes and arguments: it must never panic,
-//! and its answer must agree with the trailer (success only for a clean trailer of the
-//! expected readback, within capacity; every status bit an error).
+//! Fuzzes the pack trailer's decoding with arbitrary trailer bytes and arguments (through the
+//! `testing` feature): it must never panic, and its answer must agree with the trailer
+//! (success only for a clean trailer of the expected readback, within capacity; every status
+//! bit an error).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sized_readback::abi;
-use sized_readback::layout::{decode_trailer, Trailer, TRAILER_BYTES};
+use sized_readback::testing::decode_pack_trailer;
 use sized_readback::{CountKind, Error};
+
+const TRAILER_BYTES: usize = 32;
+/// "SRB1", include/sized_readback/slot.h's SRB_TRAILER_MAGIC.
+const MAGIC: u32 = 0x3142_5253;
+
+struct Trailer {
+    count_raw: u64,
+    count_copied: u64,
+    status: u32,
+    magic: u32,
+    seq: u64,
+}
 
 fn u64_at(b: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
@@ -42,8 +54,9 @@ fuzz_target!(|data: &[u8]| {
         .take(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()) as usize)
         .collect();
-    let r = decode_trailer(&t, expected, 3, kind, capacity, &lens);
-    let clean = t.seq == expected && t.magic == abi::SRB_TRAILER_MAGIC;
+    let bytes: &[u8; 32] = data[..TRAILER_BYTES].try_into().unwrap();
+    let r = decode_pack_trailer(bytes, expected, kind, capacity, &lens);
+    let clean = t.seq == expected && t.magic == MAGIC;
     match r {
         Ok(n) => {
             assert!(clean && t.status == 0);

@@ -39,13 +39,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The driver API's stream object (`CUstream` and `cudaStream_t` point to it).
-#[repr(C)]
+/// The driver API's stream object (`CUstream` and `cudaStream_t` point to it); opaque.
 pub struct CUstream_st {
     _opaque: [u8; 0],
 }
-/// The driver API's event object (`CUevent` and `cudaEvent_t` point to it).
-#[repr(C)]
+/// The driver API's event object (`CUevent` and `cudaEvent_t` point to it); opaque.
 pub struct CUevent_st {
     _opaque: [u8; 0],
 }
@@ -612,7 +610,11 @@ pub unsafe extern "C" fn srb_append_begin(
 /// # Safety
 /// `rb` is a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn srb_append_end(rb: *const srb_readback, seq: u64, launch_status: i32) -> i32 {
+pub unsafe extern "C" fn srb_append_end(
+    rb: *const srb_readback,
+    seq: u64,
+    launch_status: i32,
+) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
         let Inner::Append { pending, held, .. } = &unsafe { handle(rb)? }.inner else {
@@ -758,9 +760,8 @@ impl Held {
     /// The address of `column`'s rows once complete (an overflowed append: its slot rows),
     /// and their count; `None` while in flight.
     fn data(&self, column: usize) -> crate::Result<Option<(*const u8, usize)>> {
-        let bytes = |r: crate::ColumnReadout<'_>| {
-            r.column_bytes(column).map(|b| (b.as_ptr(), r.count()))
-        };
+        let bytes =
+            |r: crate::ColumnReadout<'_>| r.column_bytes(column).map(|b| (b.as_ptr(), r.count()));
         match self {
             Held::Pack(t) => t.try_wait()?.map(bytes).transpose(),
             Held::Append(t, _) => match t.try_wait() {
@@ -819,7 +820,8 @@ pub unsafe extern "C" fn srb_wait(
     guard(|| {
         // SAFETY: per the contract.
         let t = held_of(unsafe { handle(rb)? }, seq)?;
-        let result = t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
+        let result =
+            t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
         let n = match &result {
             Ok(n) => Some(*n as u64),
             Err(e) => count_of_error(e),
@@ -995,7 +997,8 @@ pub unsafe extern "C" fn srb_fetch_spill(
         let fetched: Option<Arc<ColumnTicket>> = match &h.inner {
             Inner::Graph { g, spills } => {
                 // SAFETY: a live stream, per the contract (checked to be of the context).
-                let t = unsafe { g.fetch_spill_unchecked_stream(stream_of(stream), seq)? }.map(Arc::new);
+                let t = unsafe { g.fetch_spill_unchecked_stream(stream_of(stream), seq)? }
+                    .map(Arc::new);
                 if let Some(t) = &t {
                     lock(spills).push((seq, t.clone()));
                 }
@@ -1278,6 +1281,9 @@ mod tests {
             let m = e.to_string();
             assert!(!m.contains('{') && !m.contains('['), "{m}");
         }
-        assert_eq!(count_of_error(&Error::NegativeCount { count: -3 }), Some((-3i64) as u64));
+        assert_eq!(
+            count_of_error(&Error::NegativeCount { count: -3 }),
+            Some((-3i64) as u64)
+        );
     }
 }

@@ -147,15 +147,20 @@ impl DeviceEngine {
         Err(Error::RecordingMismatch {
             reason: match (old, r) {
                 (Recording::Pack { kind: a, .. }, Recording::Pack { kind: b, .. }) if a != b => {
-                    format!("the count type was {} before and is {} now", a.name(), b.name())
+                    format!(
+                        "the count type was {} before and is {} now",
+                        a.name(),
+                        b.name()
+                    )
                 }
                 (Recording::Pack { lens: a, .. }, Recording::Pack { lens: b, .. }) => format!(
                     "the source lengths were {} before and are {} now",
                     list(a.as_slice()),
                     list(b.as_slice())
                 ),
-                _ => "pack recordings and append kernels cannot share one graph readback"
-                    .to_string(),
+                _ => {
+                    "pack recordings and append kernels cannot share one graph readback".to_string()
+                }
             },
         })
     }

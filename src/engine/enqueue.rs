@@ -56,7 +56,9 @@ impl HostEngine {
         let result = (|| {
             // SAFETY: per this function's contract; the lease is held.
             let id = unsafe { self.order_after_previous(stream, &lease)? };
-            let p = self.slots.pack_params(sources, count, lease.seq, lease.slot);
+            let p = self
+                .slots
+                .pack_params(sources, count, lease.seq, lease.slot);
             // SAFETY: per this function's contract; the pack is recorded by `complete` below.
             let launched = unsafe { self.slots.launch_pack(stream, p) };
             // Completed even if the launch failed: the slot's next user (or the engine's drop)
@@ -149,7 +151,9 @@ impl HostEngine {
         // SAFETY: per the contract; a live event of this engine.
         let recorded = unsafe { driver::event_record(self.events[lease.slot], stream) };
         let known = if recorded.is_ok() { id } else { 0 };
-        self.state[lease.slot].stream.store(known, Ordering::Relaxed);
+        self.state[lease.slot]
+            .stream
+            .store(known, Ordering::Relaxed);
         copied.and(recorded)
     }
 

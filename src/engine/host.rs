@@ -129,7 +129,9 @@ impl HostEngine {
 
     /// Marks `slot`'s append scratch as needing a reset before the next append (or not).
     pub(super) fn mark_scratch(&self, slot: usize, dirty: bool) {
-        self.state[slot].scratch_dirty.store(dirty, Ordering::Relaxed);
+        self.state[slot]
+            .scratch_dirty
+            .store(dirty, Ordering::Relaxed);
     }
 
     /// A wait saw the slot's append finish: its scratch needs no reset.

@@ -215,27 +215,24 @@ impl Slots {
         // device-sequenced pack never uses it: one pack's counter store must be visible to the
         // next pack's load, which only a full kernel boundary guarantees.
         let pack_waits = pack.ptx_version()? >= 90;
-        let programmatic = match cfg.programmatic_launch {
-            Some(true) if device_sequenced => {
-                return Err(Error::config(
+        let programmatic =
+            match cfg.programmatic_launch {
+                Some(true) if device_sequenced => return Err(Error::config(
                     "programmatic launch is not available for graph readbacks: consecutive packs \
                      must not overlap",
-                ))
-            }
-            Some(true) if !pack_waits => {
-                return Err(Error::config(
+                )),
+                Some(true) if !pack_waits => return Err(Error::config(
                     "programmatic launch needs the pack kernel compiled for compute_90 or newer \
                      (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
-                ))
-            }
-            Some(on) => on,
-            None => {
-                !device_sequenced
-                    && major >= 9
-                    && pack_waits
-                    && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
-            }
-        };
+                )),
+                Some(on) => on,
+                None => {
+                    !device_sequenced
+                        && major >= 9
+                        && pack_waits
+                        && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+                }
+            };
         let shape = LaunchShape {
             grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
             block: abi::SRB_PACK_THREADS,
@@ -247,7 +244,8 @@ impl Slots {
         } else {
             Some(DeviceBuffer::new_zeroed(ctx, total)?)
         };
-        let sync = DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
+        let sync =
+            DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
         let wait = match cfg.wait {
             WaitMode::Auto if mapped => WaitMode::Trailer,
             WaitMode::Auto => WaitMode::Event,
@@ -389,7 +387,11 @@ impl Slots {
 
     /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
     /// memory of this context. Binds the context.
-    pub(crate) fn check_raw_sources(&self, sources: &[ColumnSource], count: RawCount) -> Result<()> {
+    pub(crate) fn check_raw_sources(
+        &self,
+        sources: &[ColumnSource],
+        count: RawCount,
+    ) -> Result<()> {
         driver::bind(&self.ctx)?;
         for s in sources {
             if s.len > 0 {

@@ -38,12 +38,6 @@ impl Ring {
         }
     }
 
-    /// Number of slots.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.states.len()
-    }
-
     /// Slots currently held.
     pub(crate) fn held(&self) -> usize {
         self.states

@@ -16,7 +16,10 @@ pub(crate) enum Filler<'a> {
         source_lens: &'a [usize],
     },
     /// A user kernel through the append header, with `spill_capacity` rows of spill.
-    Append { spill_capacity: u64, columns: &'a [usize] },
+    Append {
+        spill_capacity: u64,
+        columns: &'a [usize],
+    },
 }
 
 /// Decodes trailer `t` of slot `slot`, expected to hold readback `expected`, of a slot of
@@ -133,7 +136,10 @@ mod tests {
         let t = trailer(5, 5, 0, 7);
         assert_eq!(decode(&t, 7, 0, 8, pack(CountKind::I32, &[10])).unwrap(), 5);
         let empty = trailer(0, 0, 0, 1);
-        assert_eq!(decode(&empty, 1, 0, 8, pack(CountKind::U64, &[0])).unwrap(), 0);
+        assert_eq!(
+            decode(&empty, 1, 0, 8, pack(CountKind::U64, &[0])).unwrap(),
+            0
+        );
     }
 
     #[test]

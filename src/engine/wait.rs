@@ -38,8 +38,9 @@ impl HostEngine {
             },
             _ => match deadline {
                 // SAFETY: live event of this engine.
-                None => unsafe { driver::event_synchronize(event) }
-                    .map(|()| fence(Ordering::Acquire)),
+                None => {
+                    unsafe { driver::event_synchronize(event) }.map(|()| fence(Ordering::Acquire))
+                }
                 Some(d) => loop {
                     // SAFETY: live event of this engine.
                     if unsafe { driver::event_query(event)? } {

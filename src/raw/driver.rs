@@ -51,10 +51,16 @@ pub(crate) fn device_count() -> Result<usize> {
 pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     let mut current: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: current is a valid out-pointer.
-    check(unsafe { sys::cuCtxGetCurrent(&mut current) }, "cuCtxGetCurrent")?;
+    check(
+        unsafe { sys::cuCtxGetCurrent(&mut current) },
+        "cuCtxGetCurrent",
+    )?;
     if current != ctx.cu_ctx() {
         // SAFETY: the context is alive (ctx holds a reference to it).
-        check(unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) }, "cuCtxSetCurrent")?;
+        check(
+            unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) },
+            "cuCtxSetCurrent",
+        )?;
     }
     Ok(())
 }
@@ -158,7 +164,11 @@ pub(crate) unsafe fn memcpy_dtoh_async(
 /// # Safety
 /// `dst` is device memory of at least `bytes` bytes that no other work touches meanwhile;
 /// `stream` is valid.
-pub(crate) unsafe fn memset_zero_async(dst: CUdeviceptr, bytes: usize, stream: CUstream) -> Result<()> {
+pub(crate) unsafe fn memset_zero_async(
+    dst: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> Result<()> {
     check(
         // SAFETY: per the contract.
         unsafe { sys::cuMemsetD8Async(dst, 0, bytes, stream) },
@@ -174,12 +184,7 @@ pub(crate) unsafe fn event_create() -> Result<CUevent> {
     let mut e: CUevent = std::ptr::null_mut();
     check(
         // SAFETY: e is a valid out-pointer; a context is current.
-        unsafe {
-            sys::cuEventCreate(
-                &mut e,
-                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
-            )
-        },
+        unsafe { sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) },
         "cuEventCreate",
     )?;
     Ok(e)
@@ -259,7 +264,10 @@ pub(crate) unsafe fn stream_is_capturing(stream: CUstream) -> Result<bool> {
 pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
     let mut id: std::ffi::c_ulonglong = 0;
     // SAFETY: per the contract; id is a valid out-pointer.
-    check(unsafe { sys::cuStreamGetId(stream, &mut id) }, "cuStreamGetId")?;
+    check(
+        unsafe { sys::cuStreamGetId(stream, &mut id) },
+        "cuStreamGetId",
+    )?;
     Ok(id)
 }
 

@@ -12,10 +12,8 @@ use std::sync::{Arc, Mutex, Weak};
 #[repr(C, align(16))]
 pub(crate) struct Aligned<B: ?Sized>(pub(crate) B);
 
-static LIBRARY: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/library.fatbin"
-)));
+static LIBRARY: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/library.fatbin")));
 
 /// The GPU targets the embedded library fatbin holds machine code for, and the PTX it carries.
 pub(crate) const TARGETS: &str = env!("SIZED_READBACK_ARCHS");

@@ -6,7 +6,7 @@
 //!   append kernels of many shapes, a kernel that faults on purpose), in their own fatbin;
 //! - [`pattern`]: the byte pattern the producer kernels write, computed on the host;
 //! - [`seed`]: the seed program, ported onto this crate;
-//! - [`DeviceBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
+//! - [`DeviceBuffer`], [`PinnedBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
 //!   tests reach without a public API.
 pub mod pattern;
 pub mod seed;
@@ -19,10 +19,8 @@ use cudarc::driver::CudaContext;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
-static TESTING: &module::Aligned<[u8]> = &module::Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/testing.fatbin"
-)));
+static TESTING: &module::Aligned<[u8]> =
+    &module::Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/testing.fatbin")));
 
 /// The test kernels, loaded into one context.
 #[derive(Debug, Clone)]
@@ -92,6 +90,25 @@ impl DeviceBuffer {
     /// Its device address.
     pub fn ptr(&self) -> CUdeviceptr {
         self.0.ptr()
+    }
+}
+
+/// Page-locked host memory (cacheable, optionally mapped), zero-filled, freed on drop.
+#[derive(Debug)]
+pub struct PinnedBuffer(buffer::PinnedBuffer);
+
+impl PinnedBuffer {
+    /// `len` bytes of zeroed pinned memory, mapped into `ctx`'s address space if `mapped`.
+    pub fn new(ctx: &Arc<CudaContext>, len: usize, mapped: bool) -> Result<Self> {
+        buffer::PinnedBuffer::new(ctx, len, mapped).map(PinnedBuffer)
+    }
+    /// Host address of byte 0.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.0.host_ptr()
+    }
+    /// Device address of byte 0 (0 unless mapped).
+    pub fn device_ptr(&self) -> CUdeviceptr {
+        self.0.device_ptr()
     }
 }
 

@@ -146,7 +146,12 @@ pub fn format_like_cout(x: f64) -> String {
 }
 
 /// Prints what the seed's `cpuWork` prints for cycle `k`.
-pub fn cpu_work(out: &mut impl Write, k: i32, h_array: &[f64], h_size: &[i32; 2]) -> std::io::Result<()> {
+pub fn cpu_work(
+    out: &mut impl Write,
+    k: i32,
+    h_array: &[f64],
+    h_size: &[i32; 2],
+) -> std::io::Result<()> {
     writeln!(out, "From kernel launch {k}")?;
     for (i, v) in h_array.iter().take(7).enumerate() {
         writeln!(out, "h_array[{i}] = {}", format_like_cout(*v))?;

@@ -18,9 +18,9 @@
 
 use anyhow::{Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
+use sized_readback::testing::pattern;
 use sized_readback::{
-    pattern, CountKind, Element, Error, Readback, ReadbackConfig, Readout, Ticket, Transport,
-    WaitMode,
+    CountKind, Element, Error, Readback, ReadbackConfig, Readout, Ticket, Transport, WaitMode,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{CUdeviceptr, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
-use sized_readback::kernels::Kernel;
-use sized_readback::pinned::PinnedBuffer;
+use sized_readback::testing::Kernel;
+use sized_readback::testing::PinnedBuffer;
 use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::sync::Arc;
 use std::time::Instant;
@@ -274,12 +274,12 @@ impl Rig {
         // SAFETY: d_data holds max_n doubles and d_count one i32 of this context; both are
         // rewritten only by the next cycle's producer, on the same stream.
         Ok(unsafe {
-            rb.enqueue_raw::<i32>(
+            rb.enqueue_raw(
                 &self.stream,
                 None,
                 self.d_data(),
                 self.max_n,
-                self.d_count(),
+                sized_readback::RawCount::i32(self.d_count()),
             )?
         })
     }

@@ -7,8 +7,8 @@ use crate::worker::{Job, Worker};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use sized_readback::kernels::Kernel;
-use sized_readback::pinned::{DeviceBuffer, PinnedBuffer};
+use sized_readback::testing::Kernel;
+use sized_readback::testing::{DeviceBuffer, PinnedBuffer};
 use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -140,7 +140,13 @@ impl Loop {
             // SAFETY: buffer b holds N doubles and one i32 of this context; kernel k+2, the
             // next writer of buffer b, is launched after this ticket has been waited on.
             let t = unsafe {
-                rb.enqueue_raw::<i32>(&self.copy, Some(&self.compute_done[b]), dd, N, dc)?
+                rb.enqueue_raw(
+                    &self.copy,
+                    Some(&self.compute_done[b]),
+                    dd,
+                    N,
+                    sized_readback::RawCount::i32(dc),
+                )?
             };
             return Ok(Pending::Ticket(t));
         }

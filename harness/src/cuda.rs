@@ -1,8 +1,9 @@
-//! Checked driver calls the harness needs beyond `sized_readback::driver`, and the producer
-//! kernels. Every CUDA return code goes through [`check`].
+//! Checked driver calls the harness makes itself (the approaches it compares with), and the
+//! producer kernels. Every CUDA return code goes through [`check`].
 use anyhow::{bail, Result};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUresult, CUstream};
-use sized_readback::kernels::{Kernel, LaunchShape};
+use sized_readback::testing::Kernel;
+use sized_readback::LaunchShape;
 use std::ffi::{c_void, CStr};
 
 /// The driver's name for a result code (`CUDA_ERROR_NOT_PERMITTED`, ...).
@@ -81,6 +82,54 @@ pub unsafe fn host_func(
     check(sys::cuLaunchHostFunc(s, Some(f), data), "cuLaunchHostFunc")
 }
 
+/// `cuEventCreate` with timing disabled.
+///
+/// # Safety
+/// A context is current on this thread.
+pub unsafe fn event_create() -> Result<CUevent> {
+    let mut e: CUevent = std::ptr::null_mut();
+    check(
+        sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32),
+        "cuEventCreate",
+    )?;
+    Ok(e)
+}
+
+/// `cuEventDestroy`.
+///
+/// # Safety
+/// `e` is a live event, destroyed once.
+pub unsafe fn event_destroy(e: CUevent) -> Result<()> {
+    check(sys::cuEventDestroy_v2(e), "cuEventDestroy")
+}
+
+/// `cuEventQuery`: whether the event completed.
+///
+/// # Safety
+/// `e` is a live event.
+pub unsafe fn event_query(e: CUevent) -> Result<bool> {
+    match sys::cuEventQuery(e) {
+        CUresult::CUDA_SUCCESS => Ok(true),
+        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        other => check(other, "cuEventQuery").map(|()| false),
+    }
+}
+
+/// `cuPointerGetAttributes` for the context: `Some` if the driver knows the address.
+///
+/// # Safety
+/// A context is current on this thread.
+pub unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<sys::CUcontext>> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT];
+    let mut data: [*mut c_void; 1] = [(&mut ctx as *mut sys::CUcontext).cast()];
+    match sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), ptr) {
+        CUresult::CUDA_SUCCESS => Ok(Some(ctx)),
+        CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
+        other => check(other, "cuPointerGetAttributes").map(|()| None),
+    }
+}
+
 /// An event with timing disabled, destroyed on drop.
 #[derive(Debug)]
 pub struct Event(pub CUevent);
@@ -89,14 +138,14 @@ impl Event {
     /// Creates one in the current context.
     pub fn new() -> Result<Self> {
         // SAFETY: the caller's context is current (the harness binds it once on this thread).
-        Ok(Event(unsafe { sized_readback::driver::event_create()? }))
+        Ok(Event(unsafe { crate::cuda::event_create()? }))
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: created once, destroyed once; owners synchronize before dropping.
-        let _ = unsafe { sized_readback::driver::event_destroy(self.0) };
+        let _ = unsafe { crate::cuda::event_destroy(self.0) };
     }
 }
 

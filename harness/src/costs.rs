@@ -57,13 +57,13 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
         rig.drain()?;
         let t0 = Instant::now();
         // SAFETY: a live event of the current context.
-        let done = unsafe { sized_readback::driver::event_query(ev.0)? };
+        let done = unsafe { crate::cuda::event_query(ev.0)? };
         time("cuEventQuery (completed event)", t0);
         anyhow::ensure!(done, "the drained event is not complete");
 
         let t0 = Instant::now();
         // SAFETY: the data is device memory of the current context.
-        let owner = unsafe { sized_readback::driver::pointer_owner(rig.d_data())? };
+        let owner = unsafe { crate::cuda::pointer_owner(rig.d_data())? };
         time("cuPointerGetAttributes", t0);
         anyhow::ensure!(owner.is_some(), "the driver does not know the data buffer");
 

@@ -1,18 +1,29 @@
-//! The checked-in C header (`include/sized_readback.h`) must be what cbindgen generates from
-//! `src/capi.rs` with `cbindgen.toml`. Runs without a GPU (CI). To update the header after
-//! changing the C API: `SRB_BLESS=1 cargo test --test c_header`.
+//! The checked-in C header (`capi/include/sized_readback.h`) must be what cbindgen generates from
+//! `src/capi/mod.rs` with `capi/cbindgen.toml`. Runs without a GPU (CI). To update the header
+//! after changing the C API: `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header`.
 use std::path::Path;
 
 fn generate(root: &Path) -> String {
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(root.join("src/capi.rs"))
+        .with_src(root.join("../src/capi/mod.rs"))
         .generate()
-        .expect("cbindgen could not parse src/capi.rs");
+        .expect("cbindgen could not parse src/capi/mod.rs");
     let mut out = Vec::new();
     bindings.write(&mut out);
-    String::from_utf8(out).expect("cbindgen writes UTF-8")
+    let text = String::from_utf8(out).expect("cbindgen writes UTF-8");
+    // Negative constants in parentheses, so `x-SRB_ERR_CUDA` and the like parse as meant.
+    text.lines()
+        .map(
+            |l| match l.strip_prefix("#define ").and_then(|r| r.split_once(" -")) {
+                Some((name, value)) => format!("#define {name} (-{value})"),
+                None => l.to_string(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[test]
@@ -35,8 +46,8 @@ fn c_header_matches_src_capi() {
                 |i| format!("at line {}", i + 1),
             );
         panic!(
-            "include/sized_readback.h differs from what src/capi.rs generates ({line}): \
-             run `SRB_BLESS=1 cargo test --test c_header` and commit the header"
+            "capi/include/sized_readback.h differs from what src/capi/mod.rs generates ({line}): \
+             run `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header` and commit it"
         );
     }
 }
@@ -47,15 +58,22 @@ fn c_header_declares_the_whole_api() {
     let header = generate(root);
     for f in [
         "srb_create",
+        "srb_create_append",
         "srb_destroy",
         "srb_enqueue",
+        "srb_append_begin",
+        "srb_append_end",
+        "srb_append_desc_graph",
         "srb_record",
         "srb_poll",
         "srb_wait",
         "srb_next",
         "srb_count",
         "srb_data",
+        "srb_fetch_spill",
+        "srb_spill_data",
         "srb_release",
+        "srb_capacity",
         "srb_last_error",
     ] {
         assert!(
@@ -64,9 +82,13 @@ fn c_header_declares_the_whole_api() {
         );
     }
     assert!(header.contains("typedef struct srb_readback srb_readback;"));
-    assert!(header.contains("#define SRB_ERR_OVERRUN -12"));
+    assert!(header.contains("#define SRB_ERR_OVERRUN (-12)"));
     assert!(
-        header.contains("CUstream stream"),
-        "raw driver handles in the signatures"
+        header.contains("CUstream_st *stream"),
+        "streams as struct CUstream_st pointers, so no CUDA header is needed"
+    );
+    assert!(
+        !header.contains("cuda.h"),
+        "the header needs no CUDA header"
     );
 }

@@ -31,7 +31,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use report::{Point, PointResult, Target};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys;
-use sized_readback::kernels::Module;
+use sized_readback::testing::Kernels as Module;
 use stats::Summary;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -168,7 +168,7 @@ fn machine(ctx: &std::sync::Arc<sized_readback::cudarc::driver::CudaContext>) ->
             .map(|n| n.get())
             .unwrap_or(0),
         host_cpu_model: cpu_model,
-        fatbin_targets: sized_readback::kernels::TARGETS,
+        fatbin_targets: sized_readback::KERNEL_TARGETS,
     })
 }
 
@@ -202,7 +202,7 @@ fn seed_callback(rig: &mut Rig, n: usize, cycles: usize) -> Result<SeedCallback>
         data_arrived: 0,
         hung: false,
     };
-    let h_count = sized_readback::pinned::PinnedBuffer::new(rig.ctx(), 64, false)?;
+    let h_count = sized_readback::testing::PinnedBuffer::new(rig.ctx(), 64, false)?;
     for _ in 0..cycles {
         // SAFETY: h_data holds max_n >= n doubles; nothing else writes it now.
         unsafe { std::slice::from_raw_parts_mut(rig.h_data(), n) }.fill(-1.0);
@@ -224,7 +224,7 @@ fn seed_callback(rig: &mut Rig, n: usize, cycles: usize) -> Result<SeedCallback>
         cuda::record(done.0, s)?;
         let t0 = Instant::now();
         // SAFETY: live event.
-        while !unsafe { sized_readback::driver::event_query(done.0)? } {
+        while !unsafe { crate::cuda::event_query(done.0)? } {
             if t0.elapsed() > Duration::from_secs(5) {
                 out.hung = true;
                 std::mem::forget(args);

@@ -1,0 +1,593 @@
+//! The C ABI's tests, through the `srb_*` functions themselves. A custom harness
+//! (libtest-mimic): without a CUDA driver or device every GPU test is reported as *ignored*;
+//! the argument checks, which need no GPU, run everywhere.
+extern crate srb as sized_readback;
+
+use anyhow::{ensure, Context as _, Result};
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::CudaContext;
+use libtest_mimic::{Arguments, Failed, Trial};
+use srb::capi;
+use std::ffi::CStr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+#[path = "../../tests/common/step.rs"]
+mod step;
+use step::*;
+
+fn ctx() -> Arc<CudaContext> {
+    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
+    CTX.get_or_init(|| srb::device::open(0).expect("a GPU (checked before the tests)"))
+        .clone()
+}
+
+fn gpu_present() -> bool {
+    matches!(srb::device::count(), Ok(n) if n > 0)
+}
+
+fn last_error() -> String {
+    // SAFETY: srb_last_error returns a NUL-terminated string owned by this thread.
+    unsafe { CStr::from_ptr(capi::srb_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Argument checks that need no GPU: they run (and must pass) everywhere.
+fn capi_argument_errors() -> Result<()> {
+    let sizes = [8usize, 4];
+    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+    // SAFETY: valid pointers, or nulls the API must reject.
+    unsafe {
+        ensure!(
+            capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, std::ptr::null_mut())
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        ensure!(
+            last_error().contains("out is null"),
+            "message: {}",
+            last_error()
+        );
+        ensure!(
+            capi::srb_create(0, 16, 2, 0, sizes.as_ptr(), 0, &mut rb)
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        ensure!(
+            last_error().contains("num_columns"),
+            "message: {}",
+            last_error()
+        );
+        ensure!(
+            capi::srb_create(0, 16, 2, 2, std::ptr::null(), 0, &mut rb)
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        ensure!(
+            capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0x80, &mut rb)
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        ensure!(
+            capi::srb_create(-1, 16, 2, 2, sizes.as_ptr(), 0, &mut rb)
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        // Unusable configurations are refused before the device is opened: the same code
+        // with or without a GPU.
+        let too_big = [u32::MAX as usize + 1];
+        let zero = [8usize, 0];
+        let graph_staged = capi::SRB_FLAG_GRAPH | capi::SRB_FLAG_STAGED;
+        for (what, capacity, slots, sizes, flags) in [
+            ("zero capacity", 0, 2, &sizes[..], 0),
+            ("zero slots", 16, 0, &sizes[..], 0),
+            ("SIZE_MAX capacity", usize::MAX, 2, &sizes[..], 0),
+            ("slots overflow", usize::MAX / 64, u32::MAX, &sizes[..1], 0),
+            ("element size 0", 16, 2, &zero[..], 0),
+            ("element size above u32::MAX", 1, 1, &too_big[..], 0),
+            ("graph and staged", 16, 2, &sizes[..], graph_staged),
+        ] {
+            let n = sizes.len() as u32;
+            let code = capi::srb_create(0, capacity, slots, n, sizes.as_ptr(), flags, &mut rb);
+            ensure!(
+                code == capi::SRB_ERR_INVALID_CONFIG && rb.is_null(),
+                "{what}: code {code} ({})",
+                last_error()
+            );
+        }
+        ensure!(rb.is_null());
+        // The message pointer stays the same across failures (it used to be freed by the
+        // next one).
+        let before = capi::srb_last_error();
+        ensure!(
+            capi::srb_poll(std::ptr::null(), 1) == capi::SRB_ERR_INVALID_ARGUMENT,
+            "poll on null"
+        );
+        ensure!(capi::srb_last_error() == before && last_error().contains("null"));
+        ensure!(
+            capi::srb_wait(std::ptr::null(), 1, 0, std::ptr::null_mut())
+                == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        ensure!(capi::srb_data(std::ptr::null(), 1, 0).is_null());
+        ensure!(last_error().contains("null"), "message: {}", last_error());
+        capi::srb_destroy(std::ptr::null_mut());
+        // A well-formed create: succeeds with a GPU, else says why not.
+        let code = capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, &mut rb);
+        if gpu_present() {
+            ensure!(
+                code == capi::SRB_OK && !rb.is_null(),
+                "create: {code} {}",
+                last_error()
+            );
+            capi::srb_destroy(rb);
+        } else {
+            ensure!(
+                code == capi::SRB_ERR_DRIVER_NOT_FOUND || code == capi::SRB_ERR_NO_DEVICE,
+                "create without a GPU: {code} {}",
+                last_error()
+            );
+            ensure!(!last_error().is_empty());
+        }
+    }
+    Ok(())
+}
+
+/// Host-sequenced mode through the C ABI, both transports: enqueue/poll/wait/count/data/
+/// release, and the errors a C caller sees.
+fn capi_host_mode() -> Result<()> {
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 2000;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let sizes = [8usize, 4, 12];
+    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
+    let lens = [cap; 3];
+    let raw = stream.cu_stream().cast();
+    for flags in [0, capi::SRB_FLAG_STAGED] {
+        let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+        // SAFETY: every pointer below is valid for the call; buffers outlive the readback.
+        unsafe {
+            let code = capi::srb_create(0, cap, 2, 3, sizes.as_ptr(), flags, &mut rb);
+            ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+            ensure!(capi::srb_capacity(rb) == cap);
+            for key in [1u64, 4, 9] {
+                let step = key / 2;
+                srb::testing::upload(&ctx, b.step.ptr(), &step.to_le_bytes())?;
+                k.step(&stream, &b, (key % 2) as u32)?;
+                let mut seq = 0;
+                let code = capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    b.count.ptr(),
+                    capi::SRB_COUNT_INT32,
+                    &mut seq,
+                );
+                ensure!(code == capi::SRB_OK, "enqueue: {code} {}", last_error());
+                let mut n = u64::MAX;
+                let code = capi::srb_wait(rb, seq, 10_000_000_000, &mut n);
+                ensure!(code == capi::SRB_OK, "wait: {code} {}", last_error());
+                ensure!(n as i64 == step_count(key, cap as u64), "count {n}");
+                ensure!(capi::srb_poll(rb, seq) == capi::SRB_OK);
+                let mut n2 = 0;
+                ensure!(capi::srb_count(rb, seq, &mut n2) == capi::SRB_OK && n2 == n);
+                let n = n as usize;
+                let pos = std::slice::from_raw_parts(capi::srb_data(rb, seq, 0).cast::<f64>(), n);
+                let id = std::slice::from_raw_parts(capi::srb_data(rb, seq, 1).cast::<i32>(), n);
+                let vel =
+                    std::slice::from_raw_parts(capi::srb_data(rb, seq, 2).cast::<[f32; 3]>(), n);
+                for i in 0..n {
+                    ensure!(
+                        pos[i] == i as f64 + 0.25 * key as f64
+                            && id[i] == (key * 7 + i as u64) as i32
+                            && vel[i] == [i as f32, key as f32, (key % 2) as f32],
+                        "key {key} row {i}"
+                    );
+                }
+                ensure!(
+                    capi::srb_data(rb, seq, 3).is_null(),
+                    "column 3 does not exist"
+                );
+                ensure!(capi::srb_release(rb, seq) == capi::SRB_OK);
+                ensure!(
+                    capi::srb_release(rb, seq) == capi::SRB_ERR_INVALID_ARGUMENT,
+                    "double release"
+                );
+                ensure!(capi::srb_data(rb, seq, 0).is_null(), "released");
+            }
+            // Over capacity: the count comes back with the error.
+            let big = stream.clone_htod(&[cap as i64 + 7])?;
+            let (big_ptr, _g) = cudarc::driver::DevicePtr::device_ptr(&big, &stream);
+            let mut seq = 0;
+            ensure!(
+                capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    big_ptr,
+                    capi::SRB_COUNT_INT64,
+                    &mut seq
+                ) == capi::SRB_OK
+            );
+            let mut n = 0;
+            ensure!(
+                capi::srb_wait(rb, seq, -1, &mut n) == capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
+                    && n == cap as u64 + 7,
+                "over capacity: n {n}"
+            );
+            ensure!(
+                last_error().contains("exceeds the readback capacity"),
+                "message: {}",
+                last_error()
+            );
+            // Two slots: a third enqueue while two are held fails.
+            let mut s2 = 0;
+            ensure!(
+                capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    b.count.ptr(),
+                    capi::SRB_COUNT_INT32,
+                    &mut s2
+                ) == capi::SRB_OK
+            );
+            let mut s3 = 0;
+            ensure!(
+                capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    b.count.ptr(),
+                    capi::SRB_COUNT_INT32,
+                    &mut s3
+                ) == capi::SRB_ERR_SLOTS_EXHAUSTED
+            );
+            ensure!(
+                capi::srb_release(rb, seq) == capi::SRB_OK
+                    && capi::srb_release(rb, s2) == capi::SRB_OK
+            );
+            // A misaligned count, an unknown count kind, a graph call on a host readback.
+            ensure!(
+                capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    b.count.ptr() + 1,
+                    capi::SRB_COUNT_INT32,
+                    &mut s3
+                ) == capi::SRB_ERR_BAD_POINTER
+            );
+            ensure!(
+                capi::srb_enqueue(
+                    rb,
+                    raw,
+                    std::ptr::null_mut(),
+                    ptrs.as_ptr(),
+                    lens.as_ptr(),
+                    b.count.ptr(),
+                    9,
+                    &mut s3
+                ) == capi::SRB_ERR_INVALID_ARGUMENT
+            );
+            ensure!(
+                capi::srb_next(rb, 0, std::ptr::null_mut(), std::ptr::null_mut())
+                    == capi::SRB_ERR_INVALID_ARGUMENT
+            );
+            ensure!(
+                capi::srb_wait(rb, 12345, 0, std::ptr::null_mut())
+                    == capi::SRB_ERR_INVALID_ARGUMENT
+            );
+            capi::srb_destroy(rb);
+        }
+    }
+    stream.synchronize()?;
+    Ok(())
+}
+
+/// Graph mode through the C ABI: record into a capture with raw handles, replay, consume
+/// with srb_next.
+fn capi_graph_mode() -> Result<()> {
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 1500;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let sizes = [8usize, 4, 12];
+    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
+    let lens = [cap; 3];
+    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+    let replays = 500u64;
+    // SAFETY: valid pointers; the buffers and the readback outlive the graph's replays
+    // (the stream is synchronized before they drop).
+    unsafe {
+        ensure!(
+            capi::srb_create(
+                0,
+                cap,
+                4,
+                3,
+                sizes.as_ptr(),
+                capi::SRB_FLAG_GRAPH | capi::SRB_FLAG_STAGED,
+                &mut rb
+            ) == capi::SRB_ERR_INVALID_CONFIG
+        );
+        let code = capi::srb_create(0, cap, 4, 3, sizes.as_ptr(), capi::SRB_FLAG_GRAPH, &mut rb);
+        ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+        let mut seq = 0;
+        ensure!(
+            capi::srb_enqueue(
+                rb,
+                stream.cu_stream().cast(),
+                std::ptr::null_mut(),
+                ptrs.as_ptr(),
+                lens.as_ptr(),
+                b.count.ptr(),
+                capi::SRB_COUNT_INT32,
+                &mut seq
+            ) == capi::SRB_ERR_INVALID_ARGUMENT
+        );
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        k.step(&stream, &b, 1)?;
+        let code = capi::srb_record(
+            rb,
+            stream.cu_stream().cast(),
+            std::ptr::null_mut(),
+            ptrs.as_ptr(),
+            lens.as_ptr(),
+            b.count.ptr(),
+            capi::SRB_COUNT_INT32,
+        );
+        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
+        k.advance(&stream, &b)?;
+        let graph = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))?
+            .context("no graph")?;
+        let mut errors = 0;
+        for r in 0..replays {
+            graph.launch()?;
+            let key = 2 * r + 1;
+            let mut n = 0;
+            let code = capi::srb_next(rb, 10_000_000_000, &mut seq, &mut n);
+            ensure!(seq == r + 1, "seq {seq}");
+            let want = step_count(key, cap as u64);
+            if want < 0 || want > cap as i64 {
+                let expected = if want < 0 {
+                    capi::SRB_ERR_NEGATIVE_COUNT
+                } else {
+                    capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
+                };
+                ensure!(code == expected, "key {key}: code {code} (want {expected})");
+                errors += 1;
+                continue;
+            }
+            ensure!(code == capi::SRB_OK, "next: {code} {}", last_error());
+            ensure!(n as i64 == want, "key {key}: count {n} != {want}");
+            let id =
+                std::slice::from_raw_parts(capi::srb_data(rb, seq, 1).cast::<i32>(), n as usize);
+            ensure!(
+                id.iter()
+                    .enumerate()
+                    .all(|(i, v)| *v == (key * 7 + i as u64) as i32),
+                "key {key}: ids"
+            );
+            ensure!(capi::srb_release(rb, seq) == capi::SRB_OK);
+        }
+        ensure!(errors > 0, "keys below 1000 include error keys");
+        stream.synchronize()?;
+        drop(graph);
+        capi::srb_destroy(rb);
+    }
+    Ok(())
+}
+
+/// Graph mode through the C ABI with several consumer threads: `srb_next` before any
+/// recording errs at once; with `timeout_ns` 0 it does not wait for a consumer blocked in
+/// another thread (`SRB_NOT_READY`); and concurrent callers each report a different replay
+/// number (the number used to be read before the consumer lock was taken).
+fn capi_graph_concurrent_consumers() -> Result<()> {
+    const REPLAYS: u64 = 64;
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 1000;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let sizes = [8usize, 4, 12];
+    let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
+    let lens = [cap; 3];
+    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+    // SAFETY: valid pointers; the buffers and the readback outlive the graph's replays (the
+    // stream is synchronized before they drop); the handle is shared with scoped threads
+    // only while it lives.
+    unsafe {
+        let code = capi::srb_create(
+            0,
+            cap,
+            REPLAYS as u32,
+            3,
+            sizes.as_ptr(),
+            capi::SRB_FLAG_GRAPH,
+            &mut rb,
+        );
+        ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+        let (mut seq, mut n) = (u64::MAX, u64::MAX);
+        let t = Instant::now();
+        let code = capi::srb_next(rb, 5_000_000_000, &mut seq, &mut n);
+        ensure!(
+            code == capi::SRB_ERR_INVALID_CONFIG && t.elapsed() < Duration::from_secs(1),
+            "next before a recording: {code} after {:?} ({})",
+            t.elapsed(),
+            last_error()
+        );
+        ensure!(seq == u64::MAX, "nothing taken, no number stored");
+
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        k.step(&stream, &b, 1)?;
+        let code = capi::srb_record(
+            rb,
+            stream.cu_stream().cast(),
+            std::ptr::null_mut(),
+            ptrs.as_ptr(),
+            lens.as_ptr(),
+            b.count.ptr(),
+            capi::SRB_COUNT_INT32,
+        );
+        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
+        k.advance(&stream, &b)?;
+        let graph = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))?
+            .context("no graph")?;
+
+        let handle = rb as usize;
+        let next = move |timeout_ns: i64| {
+            let (mut seq, mut n) = (u64::MAX, u64::MAX);
+            let code = capi::srb_next(handle as *const _, timeout_ns, &mut seq, &mut n);
+            (code, seq, n)
+        };
+        // One consumer blocks for 2 s (nothing launched yet); a look with timeout 0 from
+        // this thread returns at once with SRB_NOT_READY, storing no number.
+        std::thread::scope(|scope| -> Result<()> {
+            let blocked = scope.spawn(|| next(2_000_000_000));
+            std::thread::sleep(Duration::from_millis(300));
+            let t = Instant::now();
+            let (code, seq, _) = next(0);
+            ensure!(
+                code == capi::SRB_NOT_READY && seq == u64::MAX,
+                "look while another thread waits: {code}, seq {seq}"
+            );
+            ensure!(
+                t.elapsed() < Duration::from_millis(500),
+                "timeout 0 waited {:?}",
+                t.elapsed()
+            );
+            let (code, seq, _) = blocked.join().expect("consumer panicked");
+            ensure!(
+                code == capi::SRB_TIMEOUT && seq == 1,
+                "blocked consumer: {code}, seq {seq}"
+            );
+            Ok(())
+        })?;
+
+        for _ in 0..REPLAYS {
+            graph.launch()?;
+        }
+        stream.synchronize()?;
+        // Four threads take the replays concurrently; each number must come out once.
+        let taken: Vec<(i32, u64, u64)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let (code, seq, n) = next(200_000_000);
+                            match code {
+                                capi::SRB_NOT_READY => continue,
+                                capi::SRB_TIMEOUT => break,
+                                capi::SRB_OK => {
+                                    let released = capi::srb_release(handle as *const _, seq);
+                                    mine.push((code, seq, n));
+                                    if released != capi::SRB_OK {
+                                        mine.push((released, seq, 0));
+                                    }
+                                }
+                                _ => mine.push((code, seq, n)),
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("consumer panicked"))
+                .collect()
+        });
+        let mut seqs: Vec<u64> = taken.iter().map(|t| t.1).collect();
+        seqs.sort_unstable();
+        ensure!(
+            seqs == (1..=REPLAYS).collect::<Vec<_>>(),
+            "replay numbers taken: {seqs:?}"
+        );
+        for &(code, seq, n) in &taken {
+            let key = 2 * (seq - 1) + 1;
+            let want = step_count(key, cap as u64);
+            let expected = if want < 0 {
+                capi::SRB_ERR_NEGATIVE_COUNT
+            } else if want > cap as i64 {
+                capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY
+            } else {
+                ensure!(n as i64 == want, "seq {seq}: count {n} != {want}");
+                capi::SRB_OK
+            };
+            ensure!(code == expected, "seq {seq}: code {code} (want {expected})");
+        }
+        ensure!(
+            taken.iter().any(|t| t.0 != capi::SRB_OK),
+            "keys 7 and 13 are count errors"
+        );
+        drop(graph);
+        capi::srb_destroy(rb);
+    }
+    Ok(())
+}
+
+/// examples/seed_capi.expected (what scripts/build-seed-capi.sh --run compares the C++
+/// program's output with) must be the seed's expected output of src/testing/seed.rs.
+fn seed_capi_expected_output() -> Result<()> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/seed_capi.expected"
+    );
+    let text = std::fs::read_to_string(path).context("examples/seed_capi.expected")?;
+    ensure!(
+        text == srb::testing::seed::EXPECTED,
+        "examples/seed_capi.expected differs from seed::EXPECTED"
+    );
+    Ok(())
+}
+
+type TestFn = fn() -> Result<()>;
+
+fn main() {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(1);
+    }
+    let gpu = gpu_present();
+    let gpu_tests: &[(&str, TestFn)] = &[
+        ("capi_host_mode", capi_host_mode),
+        ("capi_graph_mode", capi_graph_mode),
+        (
+            "capi_graph_concurrent_consumers",
+            capi_graph_concurrent_consumers,
+        ),
+    ];
+    let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
+    let mut trials: Vec<Trial> = gpu_tests
+        .iter()
+        .map(|&(name, f)| {
+            Trial::test(name, run(f))
+                .with_kind("gpu")
+                .with_ignored_flag(!gpu)
+        })
+        .collect();
+    trials.push(Trial::test(
+        "capi_argument_errors",
+        run(capi_argument_errors),
+    ));
+    trials.push(Trial::test(
+        "seed_capi_expected_output",
+        run(seed_capi_expected_output),
+    ));
+    if !gpu {
+        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
