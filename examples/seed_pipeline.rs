@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example seed_pipeline                      # prints the expected values
 //! cargo run --release --example seed_pipeline -- --strategy naive  # reproduces the stale-size bug
+//! cargo run --release --example seed_pipeline -- --strategy append # the kernel appends into the slot
 //! ```
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
@@ -19,6 +20,11 @@ enum Strategy {
     Naive,
     /// The seed's "Solution 1": cudaStreamSynchronize between the two copies (blocks the host).
     Sync,
+    /// The seed's kernel appends its results straight into the crate's mapped slot (no count in
+    /// device memory, no copy, no second kernel).
+    Append,
+    /// As `append`, over the staged transport.
+    AppendStaged,
 }
 
 /// Runs the seed's two-stream pipeline and prints what its cpuWork prints.
@@ -47,6 +53,8 @@ fn main() -> anyhow::Result<()> {
         Strategy::Staged => SeedStrategy::Readback(Transport::Staged),
         Strategy::Naive => SeedStrategy::Naive,
         Strategy::Sync => SeedStrategy::Sync,
+        Strategy::Append => SeedStrategy::Append(Transport::Mapped),
+        Strategy::AppendStaged => SeedStrategy::Append(Transport::Staged),
     };
     let opts = SeedOptions {
         strategy,

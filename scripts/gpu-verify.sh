@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# gpu-verify.sh: the whole GPU verification in one go, on a GPU host that has no Rust toolchain.
+# gpu-verify.sh: the GPU verification, on a GPU host that has no Rust toolchain.
 #
-# Here (with Rust):   ../shared/tools/gpu-stage --only tests --only examples
-#                     cargo build --release --lib && mkdir -p .gpu-capi &&
-#                     cp target/release/libsized_readback.a .gpu-capi/
+# Here (with Rust):  bash scripts/gpu-stage.sh          (stages .gpu/ and .gpu-capi/)
 # There (with .gpu/ and .gpu-capi/ copied into the project root):
-#                     OUT=/some/dir bash scripts/gpu-verify.sh
-# Runs every staged test binary with --include-ignored (GPU tests included), the seed example
-# with each strategy, the comparison harness, the 1,000,000-readback soak, the seed's C++ program
-# on the C API, and compute-sanitizer. Writes $OUT/summary.txt and $OUT/verify.tgz (all logs and
-# the harness's table, JSON and plot). Exits non-zero if anything failed.
+#                    OUT=/some/dir bash scripts/gpu-verify.sh [PHASE...]
+# Phases (default: all but compare3), in the order given:
+#   tests      every staged test binary with --include-ignored (GPU tests included)
+#   seeds      the seed example in every strategy (mapped, staged, naive, sync, append, append-staged)
+#   examples   the particle example (left_box, its kernel compiled with NVRTC)
+#   soak       the long soak (>= 1,000,000 verified readbacks: pack, append, graph replay)
+#   capi       the seed's C++ program on the C API, built with nvcc against libsized_readback.a
+#   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
+#   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
+#   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
+# Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
+# plot). Exits non-zero if anything failed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${OUT:-/tmp/srb-verify}"
@@ -17,30 +22,60 @@ work="$(mktemp -d)/verify"
 mkdir -p "$out" "$work"
 summary="$out/summary.txt"
 fail=0
+# NVRTC (the left_box example, the append tests) from the toolkit.
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 step() { # step NAME COMMAND...: runs it, logs to $work/NAME.log, records the verdict
   local name=$1; shift
   local t0=$SECONDS
   "$@" > "$work/$name.log" 2>&1
   local rc=$?
-  printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
-    "$(grep -E 'test result|verified|gpu-stage run|matches|DIFFERS|targets|ERROR SUMMARY' "$work/$name.log" | tail -n 3 | tr '\n' ' ')" | tee -a "$summary"
+  printf '%-26s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
+    "$(grep -E 'test result|verified|gpu-stage run|matches|DIFFERS|targets hold|ERROR SUMMARY|agrees|ALL CLEAN|SOME FAILED' "$work/$name.log" | tail -n 3 | tr '\n' ' ')" | tee -a "$summary"
   [ "$rc" -eq 0 ] || fail=1
 }
+seed_ok() { # seed_ok STRATEGY EXPECTED: the seed example's lines (kernel printf off) match
+  .gpu/bin/example-seed_pipeline --strategy "$1" --sleep-ms 200 --no-kernel-printf > "$work/seed-$1.out" || return 1
+  diff -u "$2" "$work/seed-$1.out" && echo "seed $1: output matches $2"
+}
 {
-  echo "# gpu-verify $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# gpu-verify $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
 } | tee "$summary"
-
-grep -x 'example-seed_pipeline' .gpu/examples.txt > .gpu/examples.only && mv .gpu/examples.only .gpu/examples.txt
-step tests env OUT="$work" bash .gpu/run.sh
-for s in mapped staged naive sync; do
-  step "seed-$s" .gpu/bin/example-seed_pipeline --strategy "$s" --sleep-ms 200 --no-kernel-printf
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(tests seeds examples soak capi sanitize compare)
+for ph in "${phases[@]}"; do
+  case "$ph" in
+    tests)
+      for b in .gpu/bin/test-*; do
+        step "$(basename "$b")" "$b" --include-ignored
+      done ;;
+    seeds)
+      for s in mapped staged sync append append-staged; do
+        step "seed-$s" seed_ok "$s" examples/seed_capi.expected
+      done
+      step seed-naive seed_ok naive examples/seed_naive.expected ;;
+    examples)
+      step left_box .gpu/bin/example-left_box ;;
+    soak)
+      step soak .gpu/bin/example-soak --readbacks "${SOAK_READBACKS:-1000000}" ;;
+    capi)
+      export NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+      step seed-capi bash scripts/build-seed-capi.sh --run .gpu-capi "$work/seed_capi" ;;
+    sanitize)
+      step sanitize env OUT="$work" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
+    compare|compare-quick|compare3)
+      runs=1; extra=()
+      [ "$ph" = compare3 ] && runs=3
+      [ "$ph" = compare-quick ] && extra=(--quick)
+      for r in $(seq 1 $runs); do
+        step "compare-$r" .gpu/bin/example-compare "${extra[@]}" --out "$work/compare-$r"
+        grep -E '^(target|---|n |one |seed |realistic)' "$work/compare-$r/table.txt" 2>/dev/null | grep -E 'yes|NO' | sed "s/^/compare-$r: /" >> "$summary"
+      done ;;
+    bench)
+      step bench .gpu/bin/bench-readback --bench ;;
+    *) echo "gpu-verify: unknown phase $ph" | tee -a "$summary"; fail=1 ;;
+  esac
 done
-step compare .gpu/bin/example-compare --out "$work/compare"
-step soak .gpu/bin/example-soak --readbacks 1000000
-export NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-step seed-capi bash scripts/build-seed-capi.sh --run .gpu-capi "$work/seed_capi"
-step sanitize env OUT="$work" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-150}" bash scripts/sanitize.sh
 tar czf "$out/verify.tgz" -C "$(dirname "$work")" verify
 echo "gpu-verify: $([ $fail = 0 ] && echo ALL OK || echo SOME FAILED)" | tee -a "$summary"
 exit $fail

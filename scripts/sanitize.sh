@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # sanitize.sh: runs compute-sanitizer (memcheck with --leak-check full, racecheck, synccheck,
-# initcheck) over the staged GPU test binaries and the seed example, on the GPU host.
+# initcheck) over the staged GPU test binaries (pack and append) and the seed example (pack and
+# append), on the GPU host.
 #
-# Usage, from the project root, after `../shared/tools/gpu-stage --only tests --only examples`
-# here and with .gpu/ copied to the GPU host:
+# Usage, from the project root, after `bash scripts/gpu-stage.sh` here and with .gpu/ copied to
+# the GPU host:
 #   OUT=/some/dir bash scripts/sanitize.sh
 # Writes $OUT/sanitize-summary.txt (one line per run: tool, target, exit status, time, the
 # sanitizer's summary line) and $OUT/sanitize-logs.tar.gz (the full logs). Exits non-zero if
@@ -15,6 +16,7 @@
 # The four tools run in parallel, each over the three targets in turn.
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
 #   SANITIZE_GPU_FILTER  test-name filter passed to test-gpu (default: all its tests)
+#   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for test-append
 # The device-fault tests of test-reliability are skipped: they plant an illegal address on
 # purpose. One of them runs alone under memcheck first, as a control: the sanitizer must
 # report it. Timing-dependent tests are skipped too (see below).
@@ -41,7 +43,7 @@ fail=0
 # The create/drop loop still runs under every tool, but its memory figures are not asserted
 # (other processes share the GPU meanwhile); the plain run of the suite asserts them.
 export SRB_SOAK_READBACKS=2000 SRB_THREADS_READBACKS=800 SRB_LEAK_ITERS=20 SRB_MEM_ASSERT=0 \
-  SRB_OTHER_STREAMS_READBACKS=1000
+  SRB_OTHER_STREAMS_READBACKS=1000 SRB_APPEND_CYCLES=100
 
 # run NAME TOOL EXPECT -- COMMAND...   (EXPECT: clean | errors)
 run() {
@@ -99,10 +101,15 @@ for tool in $tools; do
       # the launch mode does not change.
       SIZED_READBACK_PDL=0 \
         run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" --test-threads=1 ${RACECHECK_GPU_FILTER:-counts}
+      # The append kernels stage rows in shared memory: what racecheck checks.
+      run append "$tool" clean -- "$bin/test-append" --test-threads=1 ${RACECHECK_APPEND_FILTER:-append_several_columns}
+      run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
     else
       run reliability "$tool" clean -- "$bin/test-reliability" "${rel_skip[@]}"
       run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
       run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" ${SANITIZE_GPU_FILTER:-}
+      run append "$tool" clean -- "$bin/test-append" ${SANITIZE_APPEND_FILTER:-}
+      run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
     fi
   ) &
 done

@@ -672,6 +672,10 @@ fn seed_golden() -> Result<()> {
     }
     let got = seed_output(SeedStrategy::Sync)?;
     ensure!(got == seed::EXPECTED, "sync printed:\n{got}");
+    for t in TRANSPORTS {
+        let got = seed_output(SeedStrategy::Append(t))?;
+        ensure!(got == seed::EXPECTED, "append over {t:?} printed:\n{got}");
+    }
     Ok(())
 }
 

@@ -219,9 +219,10 @@ int32_t srb_append_begin(const struct srb_readback *rb,
                          srb_append_desc *desc_out,
                          uint64_t *seq_out);
 
-// Append mode: the kernel of append `seq` was launched (`launch_status` 0) or its launch
-// failed (`launch_status` != 0: the slot is given back). Records the readback's completion
-// on the stream `srb_append_begin` was given; then wait on `seq` as on any readback.
+// Append mode: the kernel of append `seq` was launched (`launch_status` 0: records the
+// readback's completion on the stream `srb_append_begin` was given; then wait on `seq` as on
+// any readback) or its launch failed (`launch_status` != 0: the slot is given back, and `seq`
+// is no readback any more). Returns `SRB_OK` in both cases, unless `seq` was not begun.
 //
 // # Safety
 // `rb` is a live handle.

@@ -21,3 +21,23 @@ extern "C" __global__ void seed_kernel(double* d_array, int* d_size, int k, unsi
     }
     d_array[i] += (1.0 + (2.0 + k) * i);
 }
+
+// The seed's kernel appending its results straight into a readback slot
+// (examples/seed_append.rs): no d_size, no copies. It computes as seed_kernel does, thread 0
+// keeps the GPU busy for sleep_ms (the seed sleeps before the host may read), then every
+// thread with i < the cycle's count (5, 3, 4) appends (d_array[i], i); the last block to
+// finish writes the count and the trailer.
+#include "sized_readback/append.cuh"
+
+extern "C" __global__ void seed_append_kernel(srb_append_desc d, double* d_array, int k, unsigned sleep_ms) {
+    using Append = srb::BlockAppend<256, double, int>;
+    __shared__ Append::TempStorage tmp;
+    Append app(tmp, d);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int size = k == 0 ? 5 : (k == 1 ? 3 : 4);
+    d_array[i] += (1.0 + (2.0 + k) * i);
+    if (i == 0)
+        for (unsigned s = 0; s < sleep_ms; ++s) __nanosleep(1000000U);
+    app.append(i < size, d_array[i], i);
+    app.finish();
+}

@@ -28,14 +28,28 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
     };
     let h = rig.h_data();
     for _ in 0..reps + 10 {
+        // Alone on an idle stream: the producer has finished before the enqueue.
         rig.produce(1)?;
+        rig.drain()?;
         let t0 = Instant::now();
         let t = rig.enqueue(rig.mapped_trailer(cap)?)?;
         time("Readback::enqueue (safe API)", t0);
         anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
         drop(t);
 
+        // Right after the producer's launch (the producer may still run).
         rig.produce(1)?;
+        let t0 = Instant::now();
+        let t = rig.enqueue(rig.mapped_trailer(cap)?)?;
+        time(
+            "Readback::enqueue (safe API), after the producer's launch",
+            t0,
+        );
+        anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
+        drop(t);
+
+        rig.produce(1)?;
+        rig.drain()?;
         let t0 = Instant::now();
         let t = rig.enqueue_raw(rig.mapped_trailer(cap)?)?;
         time("Readback::enqueue_raw (checked raw pointers)", t0);

@@ -21,6 +21,7 @@ mod costs;
 mod cuda;
 mod pipeline;
 mod report;
+mod select;
 mod stats;
 mod sweep;
 mod worker;
@@ -100,6 +101,11 @@ struct Output {
     enqueue_cost_small_n_us: BTreeMap<&'static str, Summary>,
     seed_callback: SeedCallback,
     seed_loop: Vec<pipeline::LoopResult>,
+    /// The realistic producer (select n of 1M candidates, block-aggregated), every approach.
+    realistic_sweep: Vec<Point>,
+    realistic_bandwidth_at_16m_gbps: BTreeMap<&'static str, f64>,
+    /// Host cost of one append reservation + completion (the kernel's launch left out), µs.
+    append_host_cost_us: Summary,
     mapped_grid_probe: Vec<sweep::GridProbe>,
     enqueue_cost_breakdown: costs::Costs,
     variant_ratios: Vec<Target>,
@@ -294,6 +300,9 @@ fn main() -> Result<()> {
     let module = Module::load(&ctx)?;
     let produce = module.function("hx_produce_f64")?;
     let busy = module.function("hx_busy_produce")?;
+    let busy_append = module.function("hx_busy_append")?;
+    let select_dev = module.function("hx_select_dev")?;
+    let select_append = module.function("hx_select_append")?;
     let sms = machine.multiprocessors.max(1) as u32;
 
     let reps = if args.quick {
@@ -395,9 +404,21 @@ fn main() -> Result<()> {
     eprintln!("compare: enqueue cost breakdown");
     let costs = costs::measure(&mut rig, M, if args.quick { 100 } else { 400 })?;
 
+    // The realistic producer: select n of 1M (all of 16M at capacity 16M).
+    eprintln!("compare: realistic producer");
+    let mut srig = select::SelectRig::new(&ctx, select_dev, select_append, &[M, 16 * M])?;
+    let mut splan: Vec<(usize, u64, u64)> = [1u64, 16, 256, 4096, 65536, M as u64]
+        .iter()
+        .map(|&n| (M, M as u64, n))
+        .collect();
+    splan.push((16 * M, 16 * M as u64, 16 * M as u64));
+    let realistic = select::sweep(&mut srig, &splan, &|n| reps_at(n as usize))?;
+    let append_cost = srig.append_host_cost(M, if args.quick { 200 } else { 1000 })?;
+    drop(srig);
+
     // The seed's loop.
     eprintln!("compare: seed loop");
-    let mut lp = pipeline::Loop::new(&ctx, busy)?;
+    let mut lp = pipeline::Loop::new(&ctx, busy, busy_append)?;
     let mut loop_worker = worker::Worker::start(ctx.clone());
     let ratios = [(200.0, 5.0), (20.0, 2.0), (200.0, 200.0)];
     let mut seed_loop = Vec::new();
@@ -545,6 +566,101 @@ fn main() -> Result<()> {
             }
         }
     }
+    if let (Some(x), Some(s)) = (
+        loop_rate(Approach::Append, 200.0, 5.0),
+        loop_rate(Approach::Sync, 200.0, 5.0),
+    ) {
+        targets.push(Target::at_least(
+            "seed loop 200 µs kernel / 5 µs CPU: crate_append cycles/s / sync",
+            x / s,
+            1.9,
+            format!("{x:.0} / {s:.0} cycles/s"),
+        ));
+    }
+    // The realistic producer (issue 9).
+    let rget = |n: usize, a: select::Sel| -> Option<&PointResult> {
+        realistic
+            .iter()
+            .find(|p| p.n == n && (n == 16 * M) == (p.capacity == 16 * M))
+            .and_then(|p| p.approaches.get(a.name()))
+    };
+    let rworst = |a: select::Sel, b: select::Sel, ns: &[usize]| -> (f64, String) {
+        let mut worst = 0.0f64;
+        let mut d = Vec::new();
+        for &n in ns {
+            if let (Some(x), Some(y)) = (rget(n, a), rget(n, b)) {
+                let r = x.latency_us.p50 / y.latency_us.p50;
+                worst = worst.max(r);
+                d.push(format!(
+                    "n={n}: {:.2}/{:.2} µs = {r:.3}",
+                    x.latency_us.p50, y.latency_us.p50
+                ));
+            }
+        }
+        (worst, d.join("; "))
+    };
+    use select::Sel;
+    for (a, b, ns, lim, label) in [
+        (
+            Sel::Append,
+            Sel::Oracle,
+            &small_ns[..],
+            0.70,
+            "n 1..4096: crate_append p50 / oracle p50",
+        ),
+        (
+            Sel::Append,
+            Sel::ProducerOnly,
+            &small_ns[..],
+            1.0,
+            "n 1..4096: crate_append p50 / producer alone + event p50",
+        ),
+        (
+            Sel::Pack,
+            Sel::Oracle,
+            &small_ns[..],
+            0.85,
+            "n 1..4096: crate_pack p50 / oracle p50",
+        ),
+        (
+            Sel::Append,
+            Sel::Oracle,
+            &[65536usize][..],
+            0.85,
+            "n 64K: crate_append p50 / oracle p50",
+        ),
+    ] {
+        let (m, d) = rworst(a, b, ns);
+        targets.push(Target::at_most(
+            format!("realistic producer (select n of 1M), {label} (worst n)"),
+            m,
+            lim,
+            d,
+        ));
+    }
+    let mut rbandwidth = BTreeMap::new();
+    for a in Sel::ALL.iter().filter(|&&a| a != Sel::ProducerOnly) {
+        if let Some(x) = rget(16 * M, *a) {
+            rbandwidth.insert(a.name(), x.gbps);
+        }
+    }
+    if let (Some(&x), Some(&o)) = (rbandwidth.get("crate_append"), rbandwidth.get("oracle")) {
+        targets.push(Target::at_least(
+            "realistic producer, n 16M of 16M: crate_append bandwidth / oracle",
+            x / o,
+            0.93,
+            format!("{x:.2} / {o:.2} GB/s (128 MiB over p50 latency, producer included)"),
+        ));
+    }
+    targets.push(Target::at_most(
+        "one append reservation + completion, host cost p50 µs",
+        append_cost.p50,
+        1.0,
+        format!(
+            "AppendReadback::begin + PendingAppend::launched, the kernel launch left out, {} appends, p99 {:.2} µs",
+            append_cost.samples, append_cost.p99
+        ),
+    ));
     let mut enqueue_cost = BTreeMap::new();
     for a in Approach::ALL.iter().filter(|a| a.reads_back()) {
         let mut v = Vec::new();
@@ -581,7 +697,7 @@ fn main() -> Result<()> {
         targets.push(Target::at_most(
             "one enqueue, host cost p50 µs, alone (idle stream)",
             s.p50,
-            5.0,
+            3.5,
             format!(
                 "safe enqueue, {} calls, p99 {:.2} µs; breakdown in enqueue_cost_breakdown",
                 s.samples, s.p99
@@ -593,6 +709,7 @@ fn main() -> Result<()> {
     let lat =
         |cap: usize, n: usize, a: Approach| get(cap, n, a).map_or(f64::NAN, |x| x.latency_us.p50);
     let call = |k: &str| costs.calls.get(k).map_or(f64::NAN, |s| s.p50);
+    let rlat = |n: usize, a: Sel| rget(n, a).map_or(f64::NAN, |x| x.latency_us.p50);
     for t in targets
         .iter_mut()
         .chain(variants.iter_mut())
@@ -622,6 +739,19 @@ fn main() -> Result<()> {
                 lat(M, n, Approach::Sync) - lat(M, n, Approach::Oracle),
                 0.75 * lat(M, n, Approach::Sync) / lat(M, n, Approach::Oracle),
             )
+        } else if t.name.starts_with("realistic") {
+            format!(
+                "realistic producer p50 µs at n = 1 / 4096 / 64K: producer alone {:.2} / {:.2} / {:.2}, \
+                 oracle {:.2} / {:.2} / {:.2}, pack {:.2} / {:.2} / {:.2}, append {:.2} / {:.2} / {:.2}",
+                rlat(1, Sel::ProducerOnly), rlat(4096, Sel::ProducerOnly), rlat(65536, Sel::ProducerOnly),
+                rlat(1, Sel::Oracle), rlat(4096, Sel::Oracle), rlat(65536, Sel::Oracle),
+                rlat(1, Sel::Pack), rlat(4096, Sel::Pack), rlat(65536, Sel::Pack),
+                rlat(1, Sel::Append), rlat(4096, Sel::Append), rlat(65536, Sel::Append),
+            )
+        } else if t.name.starts_with("one append") {
+            "the reservation's driver calls (cuStreamIsCapturing, cuStreamGetId) and the completion's \
+             cuEventRecord; see enqueue_cost_breakdown for their single costs"
+                .to_string()
         } else if t.name.starts_with("one enqueue") {
             format!(
                 "measured in the sweep right after the producer's launch, where the driver's launch \
@@ -679,11 +809,26 @@ fn main() -> Result<()> {
     text.push_str(
         "Latency, producer launch to host holding count and data (µs; ! = some cycles wrong)\n",
     );
-    text.push_str(&report::latency_table(&points));
+    let names = report::sweep_names();
+    text.push_str(&report::latency_table(&points, &names));
     text.push_str("\nCorrectness over the whole sweep; host thread cost at n = 1..4096, cap 1M\n");
-    text.push_str(&report::host_table(&points, &|p: &Point| {
+    text.push_str(&report::host_table(&points, &names, &|p: &Point| {
         p.capacity == M && p.n <= 4096
     }));
+    let snames: Vec<&'static str> = Sel::ALL.iter().map(|a| a.name()).collect();
+    text.push_str(
+        "\nRealistic producer: select n of 1M candidates (all of 16M at cap 16M), block-aggregated; \
+         latency p50/p99 µs\n",
+    );
+    text.push_str(&report::latency_table(&realistic, &snames));
+    text.push_str("\nRealistic producer: correctness; host thread cost at n = 1..4096\n");
+    text.push_str(&report::host_table(&realistic, &snames, &|p: &Point| {
+        p.n <= 4096
+    }));
+    text.push_str(&format!(
+        "\nOne append reservation + completion (kernel launch left out): p50 {:.2} µs, p99 {:.2} µs\n",
+        append_cost.p50, append_cost.p99
+    ));
     text.push_str("\nBandwidth at n = 16M (GB/s, 128 MiB / p50 latency)\n");
     text.push_str(&report::align(
         &std::iter::once(vec!["approach".to_string(), "GB/s".into()])
@@ -780,6 +925,9 @@ fn main() -> Result<()> {
         enqueue_cost_small_n_us: enqueue_cost,
         seed_callback: seed_cb,
         seed_loop,
+        realistic_sweep: realistic,
+        realistic_bandwidth_at_16m_gbps: rbandwidth,
+        append_host_cost_us: append_cost,
         mapped_grid_probe: probe,
         enqueue_cost_breakdown: costs,
         variant_ratios: variants,
@@ -791,15 +939,29 @@ fn main() -> Result<()> {
             "latency: host clock from before the producer launch to the host holding count and data".into(),
             "counts alternate n and n-1 cycle by cycle (n >= 2): a stale size is wrong half the time".into(),
             "enqueue_us: time inside the readback's enqueue calls (for sync it includes the blocking cuStreamSynchronize)".into(),
+            "realistic_sweep: the producer selects n of 1M candidates (i * p % 1M < n) with one atomic per block; copy-based approaches and crate_pack read its device output and a device count zeroed by cuMemsetD8Async before it; crate_append is the same selection appended into the slot; every cycle checked by count and an order-independent checksum".into(),
         ],
         elapsed_s: started.elapsed().as_secs_f64(),
     };
     let json = serde_json::to_string_pretty(&out)?;
     std::fs::write(args.out.join("compare.json"), json)?;
     std::fs::write(args.out.join("table.txt"), format!("{date}\n{text}"))?;
+    let mut panels: Vec<report::Panel<'_>> = [M, 16 * M]
+        .iter()
+        .map(|&cap| report::Panel {
+            title: format!("one-thread producer, capacity {}", report::size(cap)),
+            points: out.sweep.iter().filter(|p| p.capacity == cap).collect(),
+            names: names.clone(),
+        })
+        .collect();
+    panels.push(report::Panel {
+        title: "realistic producer: select n of 1M (16M of 16M)".into(),
+        points: out.realistic_sweep.iter().collect(),
+        names: snames.clone(),
+    });
     report::plot(
         &args.out.join("latency.svg"),
-        &out.sweep,
+        &panels,
         &format!("p50 readback latency, {} ({date})", out.machine.gpu),
     )?;
     eprintln!(

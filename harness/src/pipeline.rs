@@ -9,7 +9,11 @@ use serde::Serialize;
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::{DeviceBuffer, PinnedBuffer};
-use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use sized_readback::{
+    AppendDesc, AppendReadback, AppendTicket, ColumnSchema, Readback, ReadbackConfig, Ticket,
+    Transport, WaitMode,
+};
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,12 +22,13 @@ use std::time::{Duration, Instant};
 const N: usize = 1000;
 
 /// The approaches the loop compares.
-pub const APPROACHES: [Approach; 5] = [
+pub const APPROACHES: [Approach; 6] = [
     Approach::Sync,
     Approach::CallbackWorker,
     Approach::MappedTrailer,
     Approach::MappedEvent,
     Approach::Staged,
+    Approach::Append,
 ];
 
 /// One measurement of the loop.
@@ -49,6 +54,8 @@ pub struct LoopResult {
 pub struct Loop {
     ctx: Arc<CudaContext>,
     kernel: Kernel,
+    append_kernel: Kernel,
+    append: AppendReadback,
     compute: [Arc<CudaStream>; 2],
     copy: Arc<CudaStream>,
     compute_done: [CudaEvent; 2],
@@ -71,15 +78,19 @@ enum Pending {
 
 impl Loop {
     /// Allocates everything for the loop.
-    pub fn new(ctx: &Arc<CudaContext>, kernel: Kernel) -> Result<Loop> {
+    pub fn new(ctx: &Arc<CudaContext>, kernel: Kernel, append_kernel: Kernel) -> Result<Loop> {
         let stream = || ctx.new_stream().context("cuStreamCreate");
         let event = || ctx.new_event(None).context("cuEventCreate");
         let rb = |t: Transport, w: WaitMode| {
             Readback::<f64>::with_config(ctx, ReadbackConfig::new(N).slots(2).transport(t).wait(w))
         };
+        let mut schema = ColumnSchema::new();
+        schema.column::<f64>();
         Ok(Loop {
             ctx: ctx.clone(),
             kernel,
+            append_kernel,
+            append: AppendReadback::new(ctx, &schema, ReadbackConfig::new(N).slots(2))?,
             compute: [stream()?, stream()?],
             copy: stream()?,
             compute_done: [event()?, event()?],
@@ -208,6 +219,83 @@ impl Loop {
         }
     }
 
+    /// Kernel k of the append loop: `hx_busy_append` into the append readback's slot, on
+    /// compute stream k % 2.
+    fn append(&self, k: u64, ns: u64) -> Result<AppendTicket> {
+        let b = (k % 2) as usize;
+        let (n, cycle) = (Self::count_of(k) as u64, self.cycle + k);
+        let launch = |d: &AppendDesc| {
+            let (mut d, mut nn, mut cy, mut t) = (*d, n, cycle, ns);
+            let mut args: [*mut c_void; 4] = [
+                (&mut d as *mut AppendDesc).cast(),
+                (&mut nn as *mut u64).cast(),
+                (&mut cy as *mut u64).cast(),
+                (&mut t as *mut u64).cast(),
+            ];
+            // SAFETY: hx_busy_append(srb_append_desc, uint64_t, uint64_t, uint64_t), one block of
+            // 256 threads as its BlockAppend.
+            unsafe {
+                self.append_kernel.launch_3d(
+                    self.compute[b].cu_stream(),
+                    (1, 1, 1),
+                    (256, 1, 1),
+                    &mut args,
+                )
+            }
+            .map_err(|_| {
+                sized_readback::cudarc::driver::DriverError(
+                    sized_readback::cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_FAILED,
+                )
+            })
+        };
+        Ok(self.append.append(&self.compute[b], launch)?)
+    }
+
+    /// The loop on append: kernel k appends its rows into a slot itself, so the host only
+    /// waits for ticket k - 1 after launching kernel k.
+    fn run_append(&mut self, kernel_us: f64, cpu_us: f64, cycles: u64) -> Result<LoopResult> {
+        self.ctx.synchronize().context("cuCtxSynchronize")?;
+        let ns = (kernel_us * 1e3) as u64;
+        let cpu = Duration::from_secs_f64(cpu_us * 1e-6);
+        let mut correct = 0;
+        let t0 = Instant::now();
+        let mut pending = self.append(0, ns)?;
+        for k in 1..=cycles {
+            let next = if k < cycles {
+                Some(self.append(k, ns)?)
+            } else {
+                None
+            };
+            let ok = {
+                let r = pending.wait()?;
+                // Rows come in no particular order: check them sorted.
+                let mut v = r.column_as::<f64>(0)?.to_vec();
+                v.sort_by(f64::total_cmp);
+                cuda::is_correct(r.count(), &v, Self::count_of(k - 1), self.cycle + k - 1)
+            };
+            let w1 = Instant::now();
+            correct += usize::from(ok);
+            while w1.elapsed() < cpu {
+                std::hint::spin_loop();
+            }
+            match next {
+                Some(t) => pending = t,
+                None => break,
+            }
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        self.cycle += cycles + 1;
+        Ok(LoopResult {
+            approach: Approach::Append.name(),
+            kernel_us,
+            cpu_us,
+            cycles: cycles as usize,
+            seconds,
+            cycles_per_s: cycles as f64 / seconds,
+            correct,
+        })
+    }
+
     /// Runs `cycles` cycles of approach `a`: kernels busy for `kernel_us`, host work `cpu_us`.
     pub fn run(
         &mut self,
@@ -217,6 +305,9 @@ impl Loop {
         cycles: u64,
         worker: &mut Worker,
     ) -> Result<LoopResult> {
+        if a == Approach::Append {
+            return self.run_append(kernel_us, cpu_us, cycles);
+        }
         self.ctx.synchronize().context("cuCtxSynchronize")?;
         let ns = (kernel_us * 1e3) as u64;
         let cpu = Duration::from_secs_f64(cpu_us * 1e-6);

@@ -93,7 +93,7 @@ impl Target {
 pub fn size(n: usize) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 14 && n.is_multiple_of(1 << 10) {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{}K", n >> 10)
     } else {
         n.to_string()
@@ -139,17 +139,23 @@ pub fn align(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The latency table: p50/p99 per approach, a `!` after any cell with a wrong cycle.
-pub fn latency_table(points: &[Point]) -> String {
+/// The names of the main sweep's approaches, in table order.
+pub fn sweep_names() -> Vec<&'static str> {
+    Approach::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// The latency table: p50/p99 per approach (`names`, in order), a `!` after any cell with a
+/// wrong cycle.
+pub fn latency_table(points: &[Point], names: &[&'static str]) -> String {
     let mut rows = vec![{
         let mut h = vec!["cap/n (p50/p99 µs)".to_string()];
-        h.extend(Approach::ALL.iter().map(|a| a.name().to_string()));
+        h.extend(names.iter().map(|a| a.to_string()));
         h
     }];
     for p in points {
         let mut r = vec![format!("{}/{}", size(p.capacity), size(p.n))];
-        for a in Approach::ALL {
-            r.push(match p.approaches.get(a.name()) {
+        for a in names {
+            r.push(match p.approaches.get(a) {
                 Some(x) => format!(
                     "{}/{}{}",
                     fmt_us(x.latency_us.p50),
@@ -165,7 +171,11 @@ pub fn latency_table(points: &[Point]) -> String {
 }
 
 /// Correctness over the whole sweep, and the host-thread cost at small n.
-pub fn host_table(points: &[Point], small: &dyn Fn(&Point) -> bool) -> String {
+pub fn host_table(
+    points: &[Point],
+    names: &[&'static str],
+    small: &dyn Fn(&Point) -> bool,
+) -> String {
     let mut rows = vec![vec![
         "approach".to_string(),
         "correct cycles".into(),
@@ -174,12 +184,12 @@ pub fn host_table(points: &[Point], small: &dyn Fn(&Point) -> bool) -> String {
         "wait p50 µs".into(),
         "first error".into(),
     ]];
-    for a in Approach::ALL {
+    for a in names {
         let (mut ok, mut all) = (0, 0);
         let mut err = None;
         let (mut enq50, mut enq99, mut w50) = (Vec::new(), Vec::new(), Vec::new());
         for p in points {
-            if let Some(x) = p.approaches.get(a.name()) {
+            if let Some(x) = p.approaches.get(a) {
                 ok += x.correct;
                 all += x.checked;
                 if err.is_none() {
@@ -194,7 +204,7 @@ pub fn host_table(points: &[Point], small: &dyn Fn(&Point) -> bool) -> String {
         }
         let med = |v: &[f64]| Summary::of(v).p50;
         rows.push(vec![
-            a.name().into(),
+            a.to_string(),
             format!(
                 "{ok}/{all}{}",
                 if ok < all {
@@ -253,63 +263,119 @@ pub fn targets_table(targets: &[Target]) -> String {
     align(&rows)
 }
 
-/// Log-log plot of p50 latency against n, one panel per capacity, one line per approach.
-pub fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
+/// One panel of the plot: its title, points and approaches (in legend order).
+pub struct Panel<'a> {
+    /// Caption.
+    pub title: String,
+    /// Its points (one capacity, or one producer).
+    pub points: Vec<&'a Point>,
+    /// The approaches drawn.
+    pub names: Vec<&'static str>,
+}
+
+/// The library's own approaches: drawn thick, in strong colours.
+fn is_library(name: &str) -> bool {
+    name == "crate_mapped_trailer" || name == "crate_pack" || name == "crate_append"
+}
+
+/// Log-log plot of p50 latency against n, one panel per `panels` entry, one line per approach.
+/// The library's default paths stand out (thick lines); an approach that got any cycle wrong is
+/// drawn dashed grey and labelled "(WRONG)"; the x ticks are 1, 16, 256, 4K, 64K, 1M, 16M.
+pub fn plot(path: &Path, panels: &[Panel<'_>], title: &str) -> Result<()> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Debug| anyhow!("plotting: {e:?}");
-    let mut caps: Vec<usize> = points.iter().map(|p| p.capacity).collect();
-    caps.sort_unstable();
-    caps.dedup();
-    let root = SVGBackend::new(path, (640 * caps.len().max(1) as u32, 600)).into_drawing_area();
+    let root = SVGBackend::new(path, (640 * panels.len().max(1) as u32, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root
         .titled(title, ("sans-serif", 18))
         .map_err(|e| err(&e))?;
-    let panels = root.split_evenly((1, caps.len().max(1)));
-    let lat = |p: &Point, a: Approach| p.approaches.get(a.name()).map(|x| x.latency_us.p50);
-    let all: Vec<f64> = points
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    let lat = |p: &Point, a: &str| p.approaches.get(a).map(|x| x.latency_us.p50);
+    let wrong = |pts: &[&Point], a: &str| {
+        pts.iter()
+            .any(|p| p.approaches.get(a).is_some_and(|x| x.correct < x.checked))
+    };
+    let all: Vec<f64> = panels
         .iter()
-        .flat_map(|p| Approach::ALL.iter().filter_map(|&a| lat(p, a)))
+        .flat_map(|pl| {
+            pl.points
+                .iter()
+                .flat_map(|p| pl.names.iter().filter_map(|&a| lat(p, a)))
+                .collect::<Vec<_>>()
+        })
         .filter(|&x| x > 0.0)
         .collect();
     let ymin = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.1) * 0.7;
     let ymax = all.iter().copied().fold(0.0, f64::max).max(ymin * 10.0) * 1.5;
-    for (panel, &cap) in panels.iter().zip(&caps) {
-        let pts: Vec<&Point> = points.iter().filter(|p| p.capacity == cap).collect();
-        let xmax = pts.iter().map(|p| p.n).max().unwrap_or(1) as f64 * 2.0;
-        let mut chart = ChartBuilder::on(panel)
-            .caption(format!("capacity {} f64", size(cap)), ("sans-serif", 16))
+    let ticks: Vec<f64> = (0..=12)
+        .step_by(2)
+        .map(|k| (1u64 << (2 * k)) as f64)
+        .collect();
+    for (area, pl) in areas.iter().zip(panels) {
+        let xmax = pl.points.iter().map(|p| p.n).max().unwrap_or(1) as f64 * 2.0;
+        let keys: Vec<f64> = ticks.iter().copied().filter(|&t| t <= xmax).collect();
+        let mut chart = ChartBuilder::on(area)
+            .caption(&pl.title, ("sans-serif", 16))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((0.7f64..xmax).log_scale(), (ymin..ymax).log_scale())
+            .build_cartesian_2d(
+                (0.7f64..xmax).log_scale().with_key_points(keys),
+                (ymin..ymax).log_scale(),
+            )
             .map_err(|e| err(&e))?;
         chart
             .configure_mesh()
-            .x_desc("n (f64 elements)")
-            .y_desc("p50 latency, µs")
+            .x_desc("n (rows read back)")
+            .y_desc("p50 latency, µs (producer launch to host holding count and data)")
             .x_label_formatter(&|x| size(x.round() as usize))
             .y_label_formatter(&|y| format!("{y:.0}"))
             .draw()
             .map_err(|e| err(&e))?;
-        for (i, a) in Approach::ALL.iter().enumerate() {
-            let series: Vec<(f64, f64)> = pts
+        for (i, &a) in pl.names.iter().enumerate() {
+            let series: Vec<(f64, f64)> = pl
+                .points
                 .iter()
-                .filter_map(|p| lat(p, *a).map(|y| (p.n as f64, y)))
+                .filter_map(|p| lat(p, a).map(|y| (p.n as f64, y)))
                 .collect();
             if series.is_empty() {
                 continue;
             }
-            let color = Palette99::pick(i).to_rgba();
+            let is_wrong = wrong(&pl.points, a);
+            let (color, width) = if is_wrong {
+                (RGBColor(150, 150, 150).to_rgba(), 1)
+            } else if is_library(a) {
+                (Palette99::pick(i).to_rgba(), 4)
+            } else {
+                (Palette99::pick(i).mix(0.55), 1)
+            };
+            let label = if is_wrong {
+                format!("{a} (WRONG: stale size)")
+            } else if is_library(a) {
+                format!("{a} (this library)")
+            } else {
+                a.to_string()
+            };
+            let style = color.stroke_width(width);
+            if is_wrong {
+                chart
+                    .draw_series(DashedLineSeries::new(series.clone(), 6, 4, style))
+                    .map_err(|e| err(&e))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            } else {
+                chart
+                    .draw_series(LineSeries::new(series.clone(), style))
+                    .map_err(|e| err(&e))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            }
             chart
-                .draw_series(LineSeries::new(series.clone(), color.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(a.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(series.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .draw_series(
+                    series
+                        .iter()
+                        .map(|&p| Circle::new(p, if width > 1 { 4 } else { 2 }, color.filled())),
+                )
                 .map_err(|e| err(&e))?;
         }
         chart

@@ -41,6 +41,9 @@ pub enum Approach {
     /// This crate, mapped + trailer, launched without programmatic dependent launch: what
     /// PDL gives (A/B in the same run).
     MappedTrailerNoPdl,
+    /// This crate's device-side append: the kernel writes its rows and count into the mapped
+    /// slot itself (the seed loop; the realistic sweep has its own list, `select::Sel`).
+    Append,
 }
 
 impl Approach {
@@ -72,6 +75,7 @@ impl Approach {
             Approach::Staged => "crate_staged",
             Approach::MappedTrailerPlain => "crate_trailer_no_trigger",
             Approach::MappedTrailerNoPdl => "crate_trailer_no_pdl",
+            Approach::Append => "crate_append",
         }
     }
     /// Whether it reads anything back (the producer-only floor does not).
@@ -373,7 +377,8 @@ impl Rig {
             | Approach::MappedTrailer
             | Approach::Staged
             | Approach::MappedTrailerPlain
-            | Approach::MappedTrailerNoPdl => {
+            | Approach::MappedTrailerNoPdl
+            | Approach::Append => {
                 let rbs = self.rbs(cap)?;
                 let rb = match a {
                     Approach::MappedEvent => &rbs.mapped_event,

@@ -51,6 +51,9 @@ pub struct CUevent_st {
 /// A device address, as `CUdeviceptr` (a runtime-API device pointer cast to an integer).
 pub type srb_devptr = c_ulonglong;
 
+/// The append descriptor (declared for C by `sized_readback/slot.h`).
+pub use crate::raw::abi::srb_append_desc;
+
 /// Success.
 pub const SRB_OK: i32 = 0;
 /// The readback is still in flight (`srb_poll`, `srb_count`, `srb_data`), or `srb_next`
@@ -603,9 +606,10 @@ pub unsafe extern "C" fn srb_append_begin(
     })
 }
 
-/// Append mode: the kernel of append `seq` was launched (`launch_status` 0) or its launch
-/// failed (`launch_status` != 0: the slot is given back). Records the readback's completion
-/// on the stream `srb_append_begin` was given; then wait on `seq` as on any readback.
+/// Append mode: the kernel of append `seq` was launched (`launch_status` 0: records the
+/// readback's completion on the stream `srb_append_begin` was given; then wait on `seq` as on
+/// any readback) or its launch failed (`launch_status` != 0: the slot is given back, and `seq`
+/// is no readback any more). Returns `SRB_OK` in both cases, unless `seq` was not begun.
 ///
 /// # Safety
 /// `rb` is a live handle.
@@ -628,15 +632,12 @@ pub unsafe extern "C" fn srb_append_end(
                 .ok_or_else(|| invalid(format!("no append {seq} was begun")))?;
             pending.swap_remove(at)
         };
-        let result = if launch_status == 0 {
-            p.launched()
-        } else {
+        if launch_status != 0 {
+            // Dropping the pending append records the slot as failed and gives it back.
             drop(p);
-            Err(Error::config(format!(
-                "the caller reported that append {seq}'s launch failed ({launch_status})"
-            )))
-        };
-        let ticket = result?;
+            return Ok(SRB_OK);
+        }
+        let ticket = p.launched()?;
         let slot = ticket.slot();
         lock(held)[slot] = Some(Arc::new(Held::Append(ticket, Mutex::new(None))));
         Ok(SRB_OK)

@@ -37,8 +37,8 @@ impl HostEngine {
                 }
             },
             _ => match deadline {
-                // SAFETY: live event of this engine.
                 None => {
+                    // SAFETY: live event of this engine.
                     unsafe { driver::event_synchronize(event) }.map(|()| fence(Ordering::Acquire))
                 }
                 Some(d) => loop {

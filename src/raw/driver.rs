@@ -41,7 +41,8 @@ pub(crate) fn device_count() -> Result<usize> {
     }
     let mut n = 0;
     // SAFETY: n is a valid out-pointer; the driver is initialized.
-    check(unsafe { sys::cuDeviceGetCount(&mut n) }, "cuDeviceGetCount")?;
+    let status = unsafe { sys::cuDeviceGetCount(&mut n) };
+    check(status, "cuDeviceGetCount")?;
     Ok(n.max(0) as usize)
 }
 
@@ -51,16 +52,12 @@ pub(crate) fn device_count() -> Result<usize> {
 pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     let mut current: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: current is a valid out-pointer.
-    check(
-        unsafe { sys::cuCtxGetCurrent(&mut current) },
-        "cuCtxGetCurrent",
-    )?;
+    let status = unsafe { sys::cuCtxGetCurrent(&mut current) };
+    check(status, "cuCtxGetCurrent")?;
     if current != ctx.cu_ctx() {
         // SAFETY: the context is alive (ctx holds a reference to it).
-        check(
-            unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) },
-            "cuCtxSetCurrent",
-        )?;
+        let status = unsafe { sys::cuCtxSetCurrent(ctx.cu_ctx()) };
+        check(status, "cuCtxSetCurrent")?;
     }
     Ok(())
 }
@@ -85,7 +82,8 @@ pub(crate) unsafe fn host_alloc(bytes: usize, flags: u32) -> Result<*mut u8> {
 /// `p` came from [`host_alloc`], is freed once, and no device work still accesses it.
 pub(crate) unsafe fn host_free(p: *mut u8) -> Result<()> {
     // SAFETY: per the contract.
-    check(unsafe { sys::cuMemFreeHost(p.cast()) }, "cuMemFreeHost")
+    let status = unsafe { sys::cuMemFreeHost(p.cast()) };
+    check(status, "cuMemFreeHost")
 }
 
 /// `cuMemHostGetDevicePointer`: the device-side address of mapped host memory.
@@ -110,14 +108,16 @@ pub(crate) unsafe fn host_device_pointer(p: *mut u8) -> Result<CUdeviceptr> {
 pub(crate) unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
     let mut d: CUdeviceptr = 0;
     // SAFETY: d is a valid out-pointer; a context is current.
-    check(unsafe { sys::cuMemAlloc_v2(&mut d, bytes) }, "cuMemAlloc")?;
+    let status = unsafe { sys::cuMemAlloc_v2(&mut d, bytes) };
+    check(status, "cuMemAlloc")?;
     // cuMemsetD8 on device memory is asynchronous with respect to the host and runs in the
     // legacy default stream, which does not order work in non-blocking streams (cudarc's
     // streams are all non-blocking): without the wait, a pack launched at once could run
     // before the zeroing and have its slot or its block counter overwritten (seen under
     // compute-sanitizer synccheck as a trailer of zeros). Waiting here costs only creation.
     // SAFETY: d holds `bytes` bytes just allocated; the null stream is the legacy stream.
-    let zeroed = check(unsafe { sys::cuMemsetD8_v2(d, 0, bytes) }, "cuMemsetD8").and_then(|()| {
+    let status = unsafe { sys::cuMemsetD8_v2(d, 0, bytes) };
+    let zeroed = check(status, "cuMemsetD8").and_then(|()| {
         check(
             // SAFETY: as above.
             unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
@@ -138,7 +138,8 @@ pub(crate) unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
 /// `d` came from [`device_alloc_zeroed`], is freed once, and no device work still uses it.
 pub(crate) unsafe fn device_free(d: CUdeviceptr) -> Result<()> {
     // SAFETY: per the contract.
-    check(unsafe { sys::cuMemFree_v2(d) }, "cuMemFree")
+    let status = unsafe { sys::cuMemFree_v2(d) };
+    check(status, "cuMemFree")
 }
 
 /// `cuMemcpyDtoHAsync`.
@@ -196,7 +197,8 @@ pub(crate) unsafe fn event_create() -> Result<CUevent> {
 /// `e` is a live event, destroyed once.
 pub(crate) unsafe fn event_destroy(e: CUevent) -> Result<()> {
     // SAFETY: per the contract.
-    check(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy")
+    let status = unsafe { sys::cuEventDestroy_v2(e) };
+    check(status, "cuEventDestroy")
 }
 
 /// `cuEventRecord`.
@@ -205,7 +207,8 @@ pub(crate) unsafe fn event_destroy(e: CUevent) -> Result<()> {
 /// `e` and `stream` are live and belong to the same context.
 pub(crate) unsafe fn event_record(e: CUevent, stream: CUstream) -> Result<()> {
     // SAFETY: per the contract.
-    check(unsafe { sys::cuEventRecord(e, stream) }, "cuEventRecord")
+    let status = unsafe { sys::cuEventRecord(e, stream) };
+    check(status, "cuEventRecord")
 }
 
 /// `cuEventQuery`: `Ok(true)` when complete, `Ok(false)` while pending, `Err` on a device error.
@@ -227,7 +230,8 @@ pub(crate) unsafe fn event_query(e: CUevent) -> Result<bool> {
 /// `e` is a live event.
 pub(crate) unsafe fn event_synchronize(e: CUevent) -> Result<()> {
     // SAFETY: per the contract.
-    check(unsafe { sys::cuEventSynchronize(e) }, "cuEventSynchronize")
+    let status = unsafe { sys::cuEventSynchronize(e) };
+    check(status, "cuEventSynchronize")
 }
 
 /// `cuStreamWaitEvent`: work enqueued on `stream` after this waits for `e`.
@@ -264,10 +268,8 @@ pub(crate) unsafe fn stream_is_capturing(stream: CUstream) -> Result<bool> {
 pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
     let mut id: std::ffi::c_ulonglong = 0;
     // SAFETY: per the contract; id is a valid out-pointer.
-    check(
-        unsafe { sys::cuStreamGetId(stream, &mut id) },
-        "cuStreamGetId",
-    )?;
+    let status = unsafe { sys::cuStreamGetId(stream, &mut id) };
+    check(status, "cuStreamGetId")?;
     Ok(id)
 }
 

@@ -28,6 +28,9 @@ pub enum SeedStrategy {
     Naive,
     /// The seed's "Solution 1": synchronize the copy stream between the two copies.
     Sync,
+    /// The seed's kernel appends its results straight into the slot of an
+    /// [`crate::AppendReadback`] over the given transport: no count in device memory, no copy.
+    Append(Transport),
 }
 
 /// Options of [`run`].
@@ -170,6 +173,9 @@ fn io(e: std::io::Error) -> Error {
 
 /// Runs the seed program on `ctx`, writing what its `cpuWork` prints to `out`.
 pub fn run(ctx: &Arc<CudaContext>, opts: SeedOptions, out: &mut impl Write) -> Result<()> {
+    if let SeedStrategy::Append(t) = opts.strategy {
+        return run_append(ctx, t, opts.sleep_ms, out);
+    }
     bind(ctx)?;
     let kernel = super::Kernels::load(ctx)?.function("seed_kernel")?;
     let num_blocks = BUFFER_SIZE.div_ceil(BLOCK as usize) as u32;
@@ -328,6 +334,88 @@ pub fn run(ctx: &Arc<CudaContext>, opts: SeedOptions, out: &mut impl Write) -> R
     receive(pending, k)?;
     let (a, s) = snapshot();
     cpu_work(out, k, &a, &s).map_err(io)?;
+    ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))?;
+    Ok(())
+}
+
+/// The seed program with its kernel appending into the slot (`seed_append_kernel`): kernel k
+/// goes in on compute stream k % 2 as soon as kernel k - 1 is launched, and the host then waits
+/// for readback k - 1, copies its rows into `h_array` by their index (rows come in no
+/// particular order) and its count into `h_size`, and prints, as the seed's cpuWork does.
+fn run_append(
+    ctx: &Arc<CudaContext>,
+    transport: Transport,
+    sleep_ms: u32,
+    out: &mut impl Write,
+) -> Result<()> {
+    bind(ctx)?;
+    let kernel = super::Kernels::load(ctx)?.function("seed_append_kernel")?;
+    let num_blocks = BUFFER_SIZE.div_ceil(BLOCK as usize) as u32;
+    let d_array = DeviceBuffer::new_zeroed(ctx, 2 * BUFFER_SIZE * 8)?;
+    let init: Vec<u8> = (0..2 * BUFFER_SIZE)
+        .flat_map(|_| 0.14f64.to_le_bytes())
+        .collect();
+    // SAFETY: d_array holds 2 * BUFFER_SIZE doubles; the context is bound.
+    unsafe { driver::memcpy_htod(d_array.ptr(), &init)? };
+    let mut schema = crate::ColumnSchema::new();
+    let value = schema.column::<f64>();
+    let index = schema.column::<i32>();
+    let rb = crate::AppendReadback::new(
+        ctx,
+        &schema,
+        ReadbackConfig::new(BUFFER_SIZE)
+            .slots(2)
+            .transport(transport),
+    )?;
+    let compute = [
+        ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?,
+        ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?,
+    ];
+    let mut h_array = vec![0.14f64; BUFFER_SIZE];
+    let mut h_size = [2i32, 7];
+    let launch = |k: i32| -> Result<crate::AppendTicket> {
+        let b = (k % 2) as usize;
+        rb.append(&compute[b], |d| {
+            let mut desc = *d;
+            let mut arr = d_array.ptr() + (b * BUFFER_SIZE * 8) as u64;
+            let (mut kk, mut sleep) = (k, sleep_ms);
+            let mut args = [
+                (&mut desc as *mut crate::AppendDesc).cast::<c_void>(),
+                (&mut arr as *mut u64).cast(),
+                (&mut kk as *mut i32).cast(),
+                (&mut sleep as *mut u32).cast(),
+            ];
+            let shape = LaunchShape {
+                grid: num_blocks,
+                block: BLOCK,
+                programmatic: false,
+            };
+            // SAFETY: seed_append_kernel(srb_append_desc, double*, int, unsigned), 256 threads
+            // per block as its BlockAppend; it touches BUFFER_SIZE doubles of buffer b.
+            unsafe { kernel.launch(compute[b].cu_stream(), shape, &mut args) }.map_err(
+                |e| match e {
+                    Error::Cuda { source, .. } => source,
+                    _ => cudarc::driver::DriverError(
+                        cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_FAILED,
+                    ),
+                },
+            )
+        })
+    };
+    let mut receive = |t: crate::AppendTicket, k: i32| -> Result<()> {
+        let r = t.wait()?;
+        for (&v, &i) in r.column(value).iter().zip(r.column(index)) {
+            h_array[i as usize] = v;
+        }
+        h_size[(k % 2) as usize] = r.count() as i32;
+        cpu_work(out, k, &h_array, &h_size).map_err(io)
+    };
+    let mut pending = launch(0)?;
+    for k in 1..CYCLES {
+        let next = launch(k)?;
+        receive(std::mem::replace(&mut pending, next), k - 1)?;
+    }
+    receive(pending, CYCLES - 1)?;
     ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize"))?;
     Ok(())
 }

@@ -1,0 +1,513 @@
+//! The realistic producer (issue 9): a kernel scans `n_cand` candidates and selects `n` of
+//! them, block-aggregated (one atomic per block), as a particle code's "left the box" pass
+//! does. The copy-based approaches and the crate's pack read its output from device memory and
+//! its count from a device counter zeroed before it (cuMemsetD8Async); the crate's append path
+//! is the same selection appended straight into the slot (no count in device memory, no
+//! memset, no second kernel). Rows land in no particular order, so every cycle is checked by
+//! its count and an order-independent checksum of its values.
+use crate::cuda::{self, Event};
+use crate::report::{Point, PointResult};
+use crate::stats::Summary;
+use anyhow::{ensure, Context, Result};
+use serde::Serialize;
+use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
+use sized_readback::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use sized_readback::testing::{Kernel, PinnedBuffer};
+use sized_readback::{
+    AppendDesc, AppendReadback, ColumnSchema, Readback, ReadbackConfig, Transport,
+};
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A prime above every candidate count: `i -> i * P % n` permutes `0..n`.
+const P: u64 = 2_147_483_647;
+
+/// The approaches run with the realistic producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Sel {
+    /// memset + producer + event: the floor.
+    ProducerOnly,
+    /// memset + producer, copy the count, synchronize, copy n.
+    Sync,
+    /// memset + producer + one copy of n (the host knows n).
+    Oracle,
+    /// memset + producer + the crate's pack (mapped slot, trailer wait; safe enqueue).
+    Pack,
+    /// memset + producer + the crate's pack over the staged transport.
+    PackStaged,
+    /// The producer appends into the crate's mapped slot (trailer wait).
+    Append,
+    /// The producer appends into the crate's staged slot (device slot, one copy, event).
+    AppendStaged,
+}
+
+impl Sel {
+    pub const ALL: [Sel; 7] = [
+        Sel::ProducerOnly,
+        Sel::Sync,
+        Sel::Oracle,
+        Sel::Pack,
+        Sel::PackStaged,
+        Sel::Append,
+        Sel::AppendStaged,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Sel::ProducerOnly => "producer_only",
+            Sel::Sync => "sync",
+            Sel::Oracle => "oracle",
+            Sel::Pack => "crate_pack",
+            Sel::PackStaged => "crate_pack_staged",
+            Sel::Append => "crate_append",
+            Sel::AppendStaged => "crate_append_staged",
+        }
+    }
+}
+
+/// An order-independent checksum of a set of candidate indices: a wrapping sum of a cheap
+/// bijective mix of each (equal sets, equal sums; a missing, doubled or wrong index changes it).
+fn checksum(indices: impl Iterator<Item = u64>) -> u64 {
+    indices.fold(0u64, |a, i| {
+        a.wrapping_add(
+            (i ^ 0x5bd1_e995)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(29),
+        )
+    })
+}
+
+/// The checksum of the indices behind `values` of cycle `cycle` (value = i + 0.5 * cycle), or
+/// `None` if a value is not one of the `n` candidates' values.
+fn checksum_of_values(values: &[f64], n: u64, cycle: u64) -> Option<u64> {
+    let off = 0.5 * cycle as f64;
+    let mut sum = 0u64;
+    for &v in values {
+        let i = v - off;
+        if i < 0.0 || i.fract() != 0.0 || i >= n as f64 {
+            return None;
+        }
+        sum = sum.wrapping_add(checksum(std::iter::once(i as u64)));
+    }
+    Some(sum)
+}
+
+/// `a^-1 mod m` (a and m coprime).
+fn inverse(a: u64, m: u64) -> u64 {
+    let (mut t, mut nt, mut r, mut nr) = (0i128, 1i128, m as i128, a as i128);
+    while nr != 0 {
+        let q = r / nr;
+        (t, nt) = (nt, t - q * nt);
+        (r, nr) = (nr, r - q * nr);
+    }
+    t.rem_euclid(m as i128) as u64
+}
+
+/// The checksum of the selection of `keep` of `n` candidates: candidate i is kept iff
+/// i * P % n < keep, that is i = j * P^-1 % n for j < keep.
+fn expected_checksum(n: u64, keep: u64) -> u64 {
+    if n <= 1 {
+        return checksum(0..keep.min(n));
+    }
+    let inv = inverse(P % n, n);
+    checksum((0..keep).map(|j| ((j as u128 * inv as u128) % n as u128) as u64))
+}
+
+/// Raw samples of one approach at one point.
+#[derive(Debug, Default)]
+struct Samples {
+    latency: Vec<f64>,
+    enqueue: Vec<f64>,
+    wait: Vec<f64>,
+    correct: usize,
+    checked: usize,
+    error: Option<String>,
+}
+
+/// The crate's readbacks of one capacity: pack (mapped, staged) and append (mapped, staged).
+struct CapReadbacks {
+    cap: usize,
+    pack: [Readback<f64>; 2],
+    append: [AppendReadback; 2],
+}
+
+/// Buffers, kernels and readbacks of the realistic sweep.
+pub struct SelectRig {
+    stream: Arc<CudaStream>,
+    select_dev: Kernel,
+    select_append: Kernel,
+    d_out: CudaSlice<f64>,
+    d_count: CudaSlice<u64>,
+    d_out_ptr: CUdeviceptr,
+    d_count_ptr: CUdeviceptr,
+    h_data: PinnedBuffer,
+    h_count: PinnedBuffer,
+    done: Event,
+    /// Per capacity: pack mapped, pack staged, append mapped, append staged.
+    rbs: Vec<CapReadbacks>,
+    max: usize,
+    cycle: u64,
+    /// expected_checksum by (n_cand, keep).
+    expected: BTreeMap<(u64, u64), u64>,
+}
+
+impl SelectRig {
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        select_dev: Kernel,
+        select_append: Kernel,
+        caps: &[usize],
+    ) -> Result<Self> {
+        let stream = ctx.new_stream().context("cuStreamCreate")?;
+        let max = caps.iter().copied().max().unwrap_or(1);
+        let d_out = stream.alloc_zeros::<f64>(max).context("cuMemAlloc")?;
+        let d_count = stream.alloc_zeros::<u64>(1).context("cuMemAlloc")?;
+        // Event tracking is off (main): the guards are no-ops.
+        let d_out_ptr = d_out.device_ptr(&stream).0;
+        let d_count_ptr = d_count.device_ptr(&stream).0;
+        let mut schema = ColumnSchema::new();
+        schema.column::<f64>();
+        let mut rbs = Vec::new();
+        for &cap in caps {
+            let pack = |t: Transport| {
+                Readback::<f64>::with_config(ctx, ReadbackConfig::new(cap).slots(2).transport(t))
+            };
+            let append = |t: Transport| {
+                AppendReadback::new(ctx, &schema, ReadbackConfig::new(cap).slots(2).transport(t))
+            };
+            rbs.push(CapReadbacks {
+                cap,
+                pack: [pack(Transport::Mapped)?, pack(Transport::Staged)?],
+                append: [append(Transport::Mapped)?, append(Transport::Staged)?],
+            });
+        }
+        stream.synchronize().context("cuStreamSynchronize")?;
+        Ok(SelectRig {
+            stream,
+            select_dev,
+            select_append,
+            d_out,
+            d_count,
+            d_out_ptr,
+            d_count_ptr,
+            h_data: PinnedBuffer::new(ctx, max * 8, false)?,
+            h_count: PinnedBuffer::new(ctx, 64, false)?,
+            done: Event::new()?,
+            rbs,
+            max,
+            cycle: 0,
+            expected: BTreeMap::new(),
+        })
+    }
+
+    fn s(&self) -> CUstream {
+        self.stream.cu_stream()
+    }
+
+    fn grid(n_cand: u64) -> u32 {
+        n_cand.div_ceil(256).clamp(1, 1 << 20) as u32
+    }
+
+    /// memset of the count, then the producer into device memory.
+    fn produce_dev(&self, n_cand: u64, keep: u64, cycle: u64) -> Result<()> {
+        // SAFETY: d_count is 8 bytes of device memory of this context.
+        cuda::check(
+            unsafe { sys::cuMemsetD8Async(self.d_count_ptr, 0, 8, self.s()) },
+            "cuMemsetD8Async",
+        )?;
+        let (mut o, mut c, mut n, mut k, mut p, mut cy) =
+            (self.d_out_ptr, self.d_count_ptr, n_cand, keep, P, cycle);
+        let mut args: [*mut c_void; 6] = [
+            (&mut o as *mut u64).cast(),
+            (&mut c as *mut u64).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut k as *mut u64).cast(),
+            (&mut p as *mut u64).cast(),
+            (&mut cy as *mut u64).cast(),
+        ];
+        // SAFETY: hx_select_dev(double*, unsigned long long*, uint64_t x4); d_out holds max >=
+        // keep doubles, d_count one u64.
+        unsafe {
+            self.select_dev.launch_3d(
+                self.s(),
+                (Self::grid(n_cand), 1, 1),
+                (256, 1, 1),
+                &mut args,
+            )?
+        };
+        Ok(())
+    }
+
+    /// The producer appending into `desc`'s slot.
+    fn produce_append(
+        &self,
+        desc: &AppendDesc,
+        n_cand: u64,
+        keep: u64,
+        cycle: u64,
+    ) -> std::result::Result<(), sized_readback::cudarc::driver::DriverError> {
+        let mut d = *desc;
+        let (mut n, mut k, mut p, mut cy) = (n_cand, keep, P, cycle);
+        let mut args: [*mut c_void; 5] = [
+            (&mut d as *mut AppendDesc).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut k as *mut u64).cast(),
+            (&mut p as *mut u64).cast(),
+            (&mut cy as *mut u64).cast(),
+        ];
+        // SAFETY: hx_select_append(srb_append_desc, uint64_t x4), 256 threads per block as its
+        // BlockAppend.
+        unsafe {
+            self.select_append.launch_3d(
+                self.s(),
+                (Self::grid(n_cand), 1, 1),
+                (256, 1, 1),
+                &mut args,
+            )
+        }
+        .map_err(|e| match e {
+            sized_readback::Error::Cuda { source, .. } => source,
+            _ => {
+                sized_readback::cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_LAUNCH_FAILED)
+            }
+        })
+    }
+
+    fn rbs(&self, cap: usize) -> Result<&CapReadbacks> {
+        self.rbs
+            .iter()
+            .find(|r| r.cap == cap)
+            .with_context(|| format!("no readback of capacity {cap}"))
+    }
+
+    /// One timed cycle of `a`: `keep` of `n_cand` candidates, capacity `cap`.
+    fn cycle(
+        &mut self,
+        a: Sel,
+        n_cand: u64,
+        keep: u64,
+        cap: usize,
+        out: &mut Samples,
+    ) -> Result<()> {
+        self.cycle += 1;
+        let cycle = self.cycle;
+        let want = *self
+            .expected
+            .entry((n_cand, keep))
+            .or_insert_with(|| expected_checksum(n_cand, keep));
+        let s = self.s();
+        let h = self.h_data.host_ptr().cast::<f64>();
+        let hc = self.h_count.host_ptr().cast::<u64>();
+        let t0 = Instant::now();
+        let (t1, t2, t3, ok);
+        let check = |n: usize, v: &[f64]| {
+            n as u64 == keep && checksum_of_values(&v[..n], n_cand, cycle) == Some(want)
+        };
+        match a {
+            Sel::ProducerOnly | Sel::Sync | Sel::Oracle => {
+                self.produce_dev(n_cand, keep, cycle)?;
+                t1 = Instant::now();
+                // SAFETY: hc is a pinned u64, h max pinned doubles, d_out max device doubles;
+                // the host reads them after the event below.
+                unsafe {
+                    match a {
+                        Sel::Sync => {
+                            cuda::dtoh(hc.cast(), self.d_count_ptr, 8, s)?;
+                            cuda::stream_sync(s)?;
+                            let n = std::ptr::read_volatile(hc).min(self.max as u64) as usize;
+                            cuda::dtoh(h.cast(), self.d_out_ptr, n * 8, s)?;
+                        }
+                        Sel::Oracle => cuda::dtoh(h.cast(), self.d_out_ptr, keep as usize * 8, s)?,
+                        _ => {}
+                    }
+                }
+                cuda::record(self.done.0, s)?;
+                t2 = Instant::now();
+                cuda::event_sync(self.done.0)?;
+                t3 = Instant::now();
+                ok = match a {
+                    Sel::ProducerOnly => true,
+                    _ => {
+                        // SAFETY: the copies completed (event synchronized).
+                        let n = if a == Sel::Sync {
+                            unsafe { std::ptr::read_volatile(hc) as usize }
+                        } else {
+                            keep as usize
+                        };
+                        // SAFETY: h holds max doubles written by completed copies.
+                        check(n, unsafe { std::slice::from_raw_parts(h, n.min(self.max)) })
+                    }
+                };
+            }
+            Sel::Pack | Sel::PackStaged => {
+                self.produce_dev(n_cand, keep, cycle)?;
+                t1 = Instant::now();
+                let rb = &self.rbs(cap)?.pack[usize::from(a == Sel::PackStaged)];
+                let ticket = rb.enqueue(&self.stream, &self.d_out, &self.d_count)?;
+                t2 = Instant::now();
+                let r = ticket.wait();
+                t3 = Instant::now();
+                ok = match r {
+                    Ok(r) => check(r.count(), r.as_slice()),
+                    Err(e) => {
+                        out.error.get_or_insert(e.to_string());
+                        false
+                    }
+                };
+            }
+            Sel::Append | Sel::AppendStaged => {
+                let rb = &self.rbs(cap)?.append[usize::from(a == Sel::AppendStaged)];
+                let ticket = rb.append(&self.stream, |d| {
+                    self.produce_append(d, n_cand, keep, cycle)
+                })?;
+                t1 = Instant::now();
+                t2 = t1;
+                let r = ticket.wait();
+                t3 = Instant::now();
+                ok = match r {
+                    Ok(r) => {
+                        let v = r.column_as::<f64>(0)?;
+                        check(r.count(), v)
+                    }
+                    Err(e) => {
+                        out.error.get_or_insert(e.to_string());
+                        false
+                    }
+                };
+            }
+        }
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        out.latency.push(us(t0, t3));
+        out.enqueue.push(us(t1, t2));
+        out.wait.push(us(t2, t3));
+        out.checked += 1;
+        out.correct += usize::from(ok);
+        Ok(())
+    }
+
+    pub fn drain(&self) -> Result<()> {
+        cuda::stream_sync(self.s())
+    }
+
+    /// Host cost of one append reservation (`begin`) plus its completion (`launched`), the
+    /// kernel's own launch left out: p50/p99 µs over `reps` appends.
+    pub fn append_host_cost(&mut self, cap: usize, reps: usize) -> Result<Summary> {
+        let mut v = Vec::with_capacity(reps);
+        for i in 0..reps + 10 {
+            self.cycle += 1;
+            let cycle = self.cycle;
+            let rb = &self.rbs(cap)?.append[0];
+            let t0 = Instant::now();
+            let p = rb.begin(&self.stream, None)?;
+            let t1 = Instant::now();
+            self.produce_append(p.desc(), 1 << 20, 1, cycle)?;
+            let t2 = Instant::now();
+            let ticket = p.launched()?;
+            let t3 = Instant::now();
+            ensure!(ticket.wait()?.count() == 1, "append host cost: wrong count");
+            if i >= 10 {
+                v.push(((t1 - t0) + (t3 - t2)).as_secs_f64() * 1e6);
+            }
+        }
+        Ok(Summary::of(&v))
+    }
+}
+
+/// The realistic sweep: every approach at every point, interleaved cycle by cycle after a
+/// warm-up. Returns the points (capacity, n) with their results.
+pub fn sweep(
+    rig: &mut SelectRig,
+    plan: &[(usize, u64, u64)],
+    reps_at: &dyn Fn(u64) -> usize,
+) -> Result<Vec<Point>> {
+    for &(cap, n_cand, keep) in plan {
+        let mut junk = Samples::default();
+        for _ in 0..3 {
+            for a in Sel::ALL {
+                rig.cycle(a, n_cand, keep, cap, &mut junk)?;
+            }
+        }
+    }
+    let mut points = Vec::new();
+    for &(cap, n_cand, keep) in plan {
+        let mut samples: BTreeMap<Sel, Samples> = BTreeMap::new();
+        for _ in 0..reps_at(keep) {
+            for a in Sel::ALL {
+                let s = samples.entry(a).or_default();
+                if let Err(e) = rig.cycle(a, n_cand, keep, cap, s) {
+                    s.error.get_or_insert(format!("{e:#}"));
+                    s.checked += 1;
+                    rig.drain()?;
+                }
+            }
+        }
+        let approaches = samples
+            .iter()
+            .map(|(a, s)| {
+                let latency_us = Summary::of(&s.latency);
+                (
+                    a.name(),
+                    PointResult {
+                        latency_us,
+                        enqueue_us: Summary::of(&s.enqueue),
+                        wait_us: Summary::of(&s.wait),
+                        correct: s.correct,
+                        checked: s.checked,
+                        error: s.error.clone(),
+                        gbps: if latency_us.p50 > 0.0 {
+                            (keep * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
+                        } else {
+                            0.0
+                        },
+                    },
+                )
+            })
+            .collect();
+        points.push(Point {
+            capacity: cap,
+            n: keep as usize,
+            approaches,
+        });
+    }
+    rig.drain()?;
+    Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_set_is_the_one_the_kernel_keeps() {
+        for (n, keep) in [
+            (1u64, 1u64),
+            (10, 3),
+            (1 << 20, 4096),
+            (1000, 1000),
+            (999_983, 12_345),
+        ] {
+            let kept: Vec<u64> = (0..n)
+                .filter(|&i| (i as u128 * P as u128 % n as u128) < keep as u128)
+                .collect();
+            assert_eq!(
+                expected_checksum(n, keep),
+                checksum(kept.iter().copied()),
+                "n {n} keep {keep}"
+            );
+            let values: Vec<f64> = kept.iter().rev().map(|&i| i as f64 + 0.5 * 7.0).collect();
+            assert_eq!(
+                checksum_of_values(&values, n, 7),
+                Some(expected_checksum(n, keep))
+            );
+        }
+        assert_eq!(inverse(3, 7), 5);
+        // A wrong value, a doubled one, or one of another cycle is caught.
+        assert_eq!(checksum_of_values(&[1.25], 10, 0), None);
+        assert_ne!(
+            checksum_of_values(&[1.0, 1.0], 10, 0),
+            checksum_of_values(&[1.0, 2.0], 10, 0)
+        );
+        assert_eq!(checksum_of_values(&[1.0], 10, 1), None);
+    }
+}

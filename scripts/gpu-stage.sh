@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# gpu-stage.sh: builds here everything the GPU host runs (it has no Rust toolchain) and stages it
+# for scripts/gpu-verify.sh: the test and example executables in .gpu/ (../shared/tools/gpu-stage),
+# the comparison harness as .gpu/bin/example-compare, the criterion bench with --benches, and the
+# C library (libsized_readback.a) with the C API's headers in .gpu-capi/.
+# Usage, from the project root: bash scripts/gpu-stage.sh [--benches]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/dev-env.sh
+kinds=(--only tests --only examples)
+[ "${1:-}" = "--benches" ] && kinds+=(--only benches)
+../shared/tools/gpu-stage "${kinds[@]}"
+# trybuild's compile-fail tests need cargo: they run here and in CI, not on the GPU host.
+rm -f .gpu/bin/test-compile_fail
+cargo build --release --locked -p sized-readback-harness -p sized-readback-capi
+cp target/release/compare .gpu/bin/example-compare
+strip --strip-debug .gpu/bin/example-compare 2>/dev/null || true
+rm -rf .gpu-capi && mkdir -p .gpu-capi
+cp target/release/libsized_readback.a .gpu-capi/
+du -sh .gpu .gpu-capi

@@ -1,0 +1,12 @@
+//! The review's other hole: `Ok(*replay)` copied the readout out of the replay. A replay does
+//! not dereference to a readout, and a readout is not `Copy`.
+use sized_readback::{ColumnReadout, GraphReadback};
+
+fn copy_out(g: &GraphReadback) -> sized_readback::Result<ColumnReadout<'_>> {
+    let replay = g.next()?;
+    Ok(*replay)
+}
+
+fn main() {
+    let _ = copy_out;
+}
