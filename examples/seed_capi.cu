@@ -75,9 +75,9 @@ void communication(int * h_size, int const * d_size,
     }
     // One small kernel on copy_stream, after compute_done, reads *d_size on the device and copies
     // that many doubles into pinned memory: no host read of the size, no host synchronization.
-    CUdeviceptr column = (CUdeviceptr)d_array;
+    srb_devptr column = (srb_devptr)d_array;
     size_t len = kCapacity;
-    srb_check(srb_enqueue(pending.rb, copy_stream, compute_done, &column, &len, (CUdeviceptr)d_size,
+    srb_check(srb_enqueue(pending.rb, copy_stream, compute_done, &column, &len, (srb_devptr)d_size,
                           SRB_COUNT_INT32, &pending.seq),
               "srb_enqueue");
     pending.h_size = h_size;

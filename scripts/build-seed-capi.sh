@@ -7,7 +7,7 @@
 #           cargo is there). The GPU host has nvcc but no Rust: copy the .a there.
 #   OUTPUT  the executable (default: LIBDIR/seed_capi).
 # Needs nvcc (NVCC=... to pick one). The command it runs:
-#   nvcc -O2 -std=c++17 -o OUTPUT examples/seed_capi.cu -Iinclude LIBDIR/libsized_readback.a \
+#   nvcc -O2 -std=c++17 -o OUTPUT examples/seed_capi.cu -Icapi/include -Iinclude LIBDIR/libsized_readback.a \
 #        -lpthread -ldl -lm -lrt
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +22,7 @@ if [ ! -f "$lib" ]; then
 fi
 nvcc="${NVCC:-nvcc}"
 # The .a by path (not -l), so a libsized_readback.so beside it is not picked instead.
-"$nvcc" -O2 -std=c++17 -o "$out" "$root/examples/seed_capi.cu" -I"$root/include" "$lib" \
+"$nvcc" -O2 -std=c++17 -o "$out" "$root/examples/seed_capi.cu" -I"$root/capi/include" -I"$root/include" "$lib" \
   -lpthread -ldl -lm -lrt
 echo "build-seed-capi: built $out"
 if [ "$run" = 1 ]; then
