@@ -17,4 +17,5 @@ cp target/release/compare .gpu/bin/example-compare
 strip --strip-debug .gpu/bin/example-compare 2>/dev/null || true
 rm -rf .gpu-capi && mkdir -p .gpu-capi
 cp target/release/libsized_readback.a .gpu-capi/
+strip --strip-debug .gpu-capi/libsized_readback.a
 du -sh .gpu .gpu-capi

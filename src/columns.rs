@@ -347,7 +347,11 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
     let ctx = slots.context().cu_ctx();
     if sources.iter().any(|s| s.context() != ctx) {
         return Err(Error::ForeignContext {
-            what: "a column's data",
+            what: if sources.len() == 1 {
+                "the data"
+            } else {
+                "a column's data"
+            },
         });
     }
     if count.stream().context().cu_ctx() != ctx {

@@ -32,14 +32,15 @@ extern "C" __global__ void hx_produce_f64(double* data, int32_t* count, uint64_t
 }
 
 // ---------------------------------------------------------------------------------------
-// The realistic producer (issue 9): scan `n_cand` candidates and select exactly `keep` of
-// them (candidate i iff i * p % n_cand < keep, p coprime to n_cand), value i + 0.5 * cycle,
-// as a particle code's "left the box" pass does. Block-aggregated: one atomic per block, as
-// users write it; the rows land in no particular order.
+// The realistic producer (issue 9): scan `n_cand` candidates (a power of two) and select
+// exactly `keep` of them (candidate i iff (i * p) mod n_cand < keep, p odd, so i -> i * p mod
+// n_cand is a bijection), value i + 0.5 * cycle, as a particle code's "left the box" pass does.
+// Block-aggregated: one atomic per block, as users write it; the rows land in no particular
+// order.
 #include "sized_readback/append.cuh"
 
 __device__ __forceinline__ bool hx_selected(uint64_t i, uint64_t n, uint64_t keep, uint64_t p) {
-    return i < n && (unsigned __int128)i * p % n < keep;
+    return i < n && ((i * p) & (n - 1)) < keep;
 }
 
 // Into device memory plus a device count (*count zeroed before, e.g. cuMemsetD8Async): what the
@@ -105,4 +106,16 @@ extern "C" __global__ void __launch_bounds__(256) hx_busy_append(srb_append_desc
         } while (t - t0 < ns);
     }
     app.finish();
+}
+
+// The driver-call floor of one enqueue (examples/compare's costs): a kernel with a parameter
+// of the pack kernel's size, launched with programmatic dependent launch as the pack is.
+struct hx_param408 {
+    unsigned long long w[51];
+};
+extern "C" __global__ void hx_param408_kernel(const hx_param408 p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    if (threadIdx.x == 0 && p.w[50] == 1) asm volatile("trap;");
 }

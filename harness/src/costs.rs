@@ -1,6 +1,9 @@
 //! Host cost of one enqueue, and of the driver calls it is made of: the "why" behind the
 //! enqueue target. Each call is timed alone with the stream otherwise idle, then drained.
 use crate::cuda::{self, Event};
+use sized_readback::cudarc::driver::sys;
+use sized_readback::testing::Kernel;
+use sized_readback::LaunchShape;
 use crate::stats::Summary;
 use crate::sweep::Rig;
 use anyhow::Result;
@@ -15,8 +18,9 @@ pub struct Costs {
     pub calls: BTreeMap<&'static str, Summary>,
 }
 
-/// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1).
-pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
+/// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1). `floor` is
+/// `hx_param408_kernel`, for the driver-call floor of one enqueue.
+pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result<Costs> {
     let s = rig.stream();
     let ev = Event::new()?;
     let mut calls: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
@@ -60,6 +64,32 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize) -> Result<Costs> {
         let t0 = Instant::now();
         rig.produce(1)?;
         time("cuLaunchKernelEx (producer, 1 block)", t0);
+        rig.drain()?;
+
+        // The driver calls of one enqueue and nothing else, as the crate makes them: the
+        // current context, the capture check, the stream id, a launch with the programmatic
+        // attribute and a 408-byte parameter (the pack kernel's), the slot's event.
+        let mut param = [0u64; 51];
+        let mut args = [param.as_mut_ptr().cast::<std::ffi::c_void>()];
+        let shape = LaunchShape {
+            grid: 1,
+            block: 256,
+            programmatic: true,
+        };
+        let t0 = Instant::now();
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        let mut capturing = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0u64;
+        // SAFETY: valid out-pointers, a live stream; hx_param408_kernel(hx_param408) takes one
+        // 408-byte parameter and reads no memory; a live event of the current context.
+        unsafe {
+            cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
+            cuda::check(sys::cuStreamIsCapturing(s, &mut capturing), "cuStreamIsCapturing")?;
+            cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")?;
+            floor.launch(s, shape, &mut args)?;
+            cuda::record(ev.0, s)?;
+        }
+        time("driver floor of one enqueue (5 calls, idle stream)", t0);
         rig.drain()?;
 
         let t0 = Instant::now();

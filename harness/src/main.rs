@@ -402,7 +402,8 @@ fn main() -> Result<()> {
     };
 
     eprintln!("compare: enqueue cost breakdown");
-    let costs = costs::measure(&mut rig, M, if args.quick { 100 } else { 400 })?;
+    let floor = module.function("hx_param408_kernel")?;
+    let costs = costs::measure(&mut rig, M, if args.quick { 100 } else { 400 }, &floor)?;
 
     // The realistic producer: select n of 1M (all of 16M at capacity 16M).
     eprintln!("compare: realistic producer");
@@ -693,6 +694,20 @@ fn main() -> Result<()> {
             }
         }
     }
+    if let (Some(e), Some(f)) = (
+        costs.calls.get("Readback::enqueue (safe API)"),
+        costs.calls.get("driver floor of one enqueue (5 calls, idle stream)"),
+    ) {
+        variants.push(Target::at_most(
+            "one enqueue alone: host cost over its driver floor, µs p50",
+            e.p50 - f.p50,
+            0.5,
+            format!(
+                "{:.2} - {:.2} µs: what the crate adds to the driver calls it makes",
+                e.p50, f.p50
+            ),
+        ));
+    }
     if let Some(s) = costs.calls.get("Readback::enqueue (safe API)") {
         targets.push(Target::at_most(
             "one enqueue, host cost p50 µs, alone (idle stream)",
@@ -754,13 +769,17 @@ fn main() -> Result<()> {
                 .to_string()
         } else if t.name.starts_with("one enqueue") {
             format!(
-                "measured in the sweep right after the producer's launch, where the driver's launch \
-                 path is busiest; alone on an idle stream the same safe enqueue costs {:.2} µs p50, of \
-                 which cuLaunchKernelEx is {:.2}, cuEventRecord {:.2}, cuStreamWaitEvent (slot reuse) {:.2}",
+                "alone on an idle stream the safe enqueue cost {:.2} µs p50 in this run, right after the \
+                 producer's launch {:.2}; the driver calls it makes, timed alone in the same run \
+                 (current context, capture check, stream id, the launch with the programmatic attribute \
+                 and a 408-byte parameter, the event record), cost {:.2} µs p50: the crate adds {:.2} µs \
+                 to its floor; a plain producer launch cost {:.2}, cuEventRecord {:.2}",
                 call("Readback::enqueue (safe API)"),
+                call("Readback::enqueue (safe API), after the producer's launch"),
+                call("driver floor of one enqueue (5 calls, idle stream)"),
+                call("Readback::enqueue (safe API)") - call("driver floor of one enqueue (5 calls, idle stream)"),
                 call("cuLaunchKernelEx (producer, 1 block)"),
                 call("cuEventRecord"),
-                call("cuStreamWaitEvent"),
             )
         } else if t.name.starts_with("n 16M") {
             let best = probe

@@ -14,15 +14,25 @@
 //! shorter than the count). The expected outcome is computed on the host from the stored
 //! count value alone: data (`count` bytes-exact), `NegativeCount`, `CountExceedsCapacity` or
 //! `CountExceedsSource`, with their fields.
+//!
+//! Besides the pack lanes, each worker has append lanes (the test kernel `srbt_append_u64`
+//! appends a random count of rows, 0, 1, capacity, capacity + 1, past the spill or random,
+//! into an `AppendReadback`; every row checked as a multiset, every overflow's numbers, the
+//! slot's rows and the fetched spill) and graph lanes (a captured graph replayed again and
+//! again: packs of the embedding step, and append kernels; every replay checked).
 #![allow(dead_code)]
 
 use anyhow::{Context as _, Result};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
-use sized_readback::testing::pattern;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream, CudaView};
+use sized_readback::testing::{pattern, DeviceBuffer, Kernel, Kernels};
 use sized_readback::{
-    CountKind, Element, Error, Readback, ReadbackConfig, Readout, Ticket, Transport, WaitMode,
+    AppendDesc, AppendReadback, AppendTicket, ColumnReadout, ColumnSchema, ColumnSource, CountKind,
+    Element, Error, GraphReadback, RawCount, Readback, ReadbackConfig, Readout, Ticket, Transport,
+    WaitMode,
 };
 use std::collections::VecDeque;
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,6 +68,10 @@ pub struct SoakReport {
     pub over_source: u64,
     /// Tickets dropped without waiting (their slots reused at once).
     pub dropped_unwaited: u64,
+    /// ... of which were appends by a kernel (rows as multisets; overflows included).
+    pub appends: u64,
+    /// ... of which were graph replays (pack and append recordings).
+    pub replays: u64,
     /// Verified readbacks per transport: mapped, staged.
     pub mapped: u64,
     /// See `mapped`.
@@ -82,6 +96,8 @@ impl SoakReport {
         self.over_capacity += o.over_capacity;
         self.over_source += o.over_source;
         self.dropped_unwaited += o.dropped_unwaited;
+        self.appends += o.appends;
+        self.replays += o.replays;
         self.mapped += o.mapped;
         self.staged += o.staged;
         self.bytes_compared += o.bytes_compared;
@@ -98,7 +114,8 @@ impl SoakReport {
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         format!(
             "readbacks enqueued: {}\nreadbacks verified: {} (data: {}, error status: {} = \
-             negative {} + over capacity {} + over source {})\nby transport: mapped {}, staged \
+             negative {} + over capacity {} + over source {})\nof which appends: {}, graph \
+             replays: {}\nby transport: mapped {}, staged \
              {}\ndropped unwaited (slot reused at once): {}\nbytes compared: {}\nmismatches: \
              {}\nelapsed: {:.1} s ({:.0} readbacks/s)",
             self.enqueued,
@@ -108,6 +125,8 @@ impl SoakReport {
             self.negative,
             self.over_capacity,
             self.over_source,
+            self.appends,
+            self.replays,
             self.mapped,
             self.staged,
             self.dropped_unwaited,
@@ -269,6 +288,24 @@ struct Worker {
     sources: Sources,
     rng: Rng,
     report: SoakReport,
+}
+
+impl Worker {
+    /// Counts one verified readback of `transport`.
+    fn verified(&mut self, transport: Transport, data: bool, bytes: u64) {
+        let r = &mut self.report;
+        r.verified += 1;
+        r.bytes_compared += bytes;
+        if data {
+            r.verified_data += 1;
+        } else {
+            r.verified_status += 1;
+        }
+        match transport {
+            Transport::Mapped => r.mapped += 1,
+            Transport::Staged => r.staged += 1,
+        }
+    }
 }
 
 impl Worker {
@@ -487,6 +524,14 @@ fn lanes(
     rng: &mut Rng,
 ) -> Result<Vec<Box<dyn Step>>> {
     let mut v: Vec<Box<dyn Step>> = Vec::new();
+    let kernels = Kernels::load(ctx)?;
+    for t in [Transport::Mapped, Transport::Staged] {
+        for _ in 0..2 {
+            v.push(Box::new(AppendLane::new(ctx, rng, t, &kernels)?));
+        }
+    }
+    v.push(Box::new(GraphPackLane::new(ctx, stream, &kernels)?));
+    v.push(Box::new(GraphAppendLane::new(ctx, stream, &kernels)?));
     for t in [Transport::Mapped, Transport::Staged] {
         v.push(Box::new(Lane::<u8>::new(ctx, stream, rng, t)?));
         v.push(Box::new(Lane::<u16>::new(ctx, stream, rng, t)?));
@@ -498,6 +543,513 @@ fn lanes(
         v.push(Box::new(Lane::<u128>::new(ctx, stream, rng, t)?));
     }
     Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// Append lanes
+
+/// A prime above every candidate count: `i -> i * P % n` permutes `0..n`.
+const P: u64 = 2_147_483_647;
+
+/// The rows `srbt_append_u64` appends for (n, count, seed): one u64 per kept candidate, sorted.
+fn append_rows(n: u64, count: u64, seed: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n)
+        .filter(|&i| (i as u128 * P as u128 % n as u128) < count as u128)
+        .map(|i| pattern::mix(seed.wrapping_add(8 * i)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn sorted_column(out: &ColumnReadout<'_>) -> Result<Vec<u64>> {
+    let mut v = out.column_as::<u64>(0)?.to_vec();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// Launches `srbt_append_u64(desc, n, count, P, seed, 0)` on `stream` with `grid` blocks.
+fn launch_append(
+    k: &Kernel,
+    stream: &CudaStream,
+    desc: &AppendDesc,
+    grid: u32,
+    n: u64,
+    count: u64,
+    seed: u64,
+) -> std::result::Result<(), cudarc::driver::DriverError> {
+    let mut d = *desc;
+    let (mut nn, mut c, mut p, mut s, mut e) = (n, count, P, seed, 0u32);
+    let mut args: [*mut c_void; 6] = [
+        (&mut d as *mut AppendDesc).cast(),
+        (&mut nn as *mut u64).cast(),
+        (&mut c as *mut u64).cast(),
+        (&mut p as *mut u64).cast(),
+        (&mut s as *mut u64).cast(),
+        (&mut e as *mut u32).cast(),
+    ];
+    // SAFETY: srbt_append_u64(srb_append_desc, uint64_t x4, unsigned), 256 threads per block as
+    // its BlockAppend; it touches only the readback's memory, through the descriptor.
+    unsafe { k.launch_3d(stream.cu_stream(), (grid, 1, 1), (256, 1, 1), &mut args) }.map_err(|e| {
+        match e {
+            Error::Cuda { source, .. } => source,
+            _ => {
+                cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_FAILED)
+            }
+        }
+    })
+}
+
+struct AppendInFlight {
+    ticket: AppendTicket,
+    n: u64,
+    count: u64,
+    seed: u64,
+}
+
+/// An append readback of one u64 column with a random capacity, spill, slot count and wait
+/// mode, filled by `srbt_append_u64` with random counts and grids.
+struct AppendLane {
+    name: String,
+    rb: AppendReadback,
+    kernel: Kernel,
+    cap: usize,
+    spill: usize,
+    transport: Transport,
+    inflight: VecDeque<AppendInFlight>,
+}
+
+impl AppendLane {
+    fn new(
+        ctx: &Arc<CudaContext>,
+        rng: &mut Rng,
+        transport: Transport,
+        k: &Kernels,
+    ) -> Result<Self> {
+        let cap = *rng.pick(&[1usize, 7, 64, 1000, 4096]);
+        let spill = *rng.pick(&[0usize, 1, cap, 2 * cap]);
+        let slots = 1 + rng.below(3) as usize;
+        let wait = match transport {
+            Transport::Mapped => *rng.pick(&[WaitMode::Trailer, WaitMode::Event]),
+            Transport::Staged => WaitMode::Event,
+        };
+        let mut schema = ColumnSchema::new();
+        schema.column::<u64>();
+        let cfg = ReadbackConfig::new(cap)
+            .spill(spill)
+            .slots(slots)
+            .transport(transport)
+            .wait(wait);
+        Ok(AppendLane {
+            name: format!("append cap {cap} spill {spill} slots {slots} {transport:?}/{wait:?}"),
+            rb: AppendReadback::new(ctx, &schema, cfg)?,
+            kernel: k.function("srbt_append_u64")?,
+            cap,
+            spill,
+            transport,
+            inflight: VecDeque::new(),
+        })
+    }
+
+    fn enqueue(&mut self, w: &mut Worker) -> Result<()> {
+        let cap = self.cap as u64;
+        let n = 1 + w.rng.below(3 * cap + 64);
+        let count = match w.rng.below(8) {
+            0 => 0,
+            1 => 1,
+            2 => cap,
+            3 => cap + 1,
+            4 => cap + self.spill as u64,
+            5 => cap + self.spill as u64 + 1,
+            _ => w.rng.below(n + 1),
+        }
+        .min(n);
+        let grid = 1 + w.rng.below(40) as u32;
+        let seed = w.rng.next_u64();
+        let stream = &w.stream;
+        let k = &self.kernel;
+        match self.rb.append(stream, |d| {
+            launch_append(k, stream, d, grid, n, count, seed)
+        }) {
+            Ok(ticket) => {
+                w.report.enqueued += 1;
+                self.inflight.push_back(AppendInFlight {
+                    ticket,
+                    n,
+                    count,
+                    seed,
+                });
+            }
+            Err(e) => w.mismatch(format!("{}: append failed: {e}", self.name)),
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, w: &mut Worker, f: AppendInFlight, may_drop: bool) {
+        if may_drop && w.rng.one_in(64) {
+            w.report.dropped_unwaited += 1;
+            return; // dropped unwaited: the slot's next append resets its scratch first
+        }
+        let want = append_rows(f.n, f.count, f.seed);
+        let what = format!(
+            "{} seq {} count {} of {}",
+            self.name,
+            f.ticket.seq(),
+            f.count,
+            f.n
+        );
+        let outcome = (|| -> std::result::Result<bool, String> {
+            match f.ticket.wait() {
+                Ok(out) => {
+                    let got = sorted_column(&out).map_err(|e| e.to_string())?;
+                    if out.count() as u64 != f.count || got != want {
+                        return Err(format!("{} rows back", out.count()));
+                    }
+                    Ok(true)
+                }
+                Err(Error::AppendOverflow {
+                    count,
+                    capacity,
+                    spilled,
+                    dropped,
+                }) => {
+                    let over = f.count.saturating_sub(self.cap as u64);
+                    let s = over.min(self.spill as u64);
+                    if count != f.count
+                        || capacity != self.cap
+                        || spilled != s
+                        || dropped != over - s
+                    {
+                        return Err(format!(
+                            "overflow said {count}/{capacity}/{spilled}/{dropped}"
+                        ));
+                    }
+                    // The slot's rows, and now and then the spilled ones, are rows appended.
+                    let mut got = sorted_column(&f.ticket.partial().map_err(|e| e.to_string())?)
+                        .map_err(|e| e.to_string())?;
+                    if w.rng.one_in(4) {
+                        if let Some(t) =
+                            f.ticket.fetch_spill(&w.stream).map_err(|e| e.to_string())?
+                        {
+                            let r = t.wait().map_err(|e| e.to_string())?;
+                            got.extend(sorted_column(&r).map_err(|e| e.to_string())?);
+                            got.sort_unstable();
+                            if dropped == 0 && got != want {
+                                return Err("slot + spill rows differ".into());
+                            }
+                        }
+                    }
+                    if got.windows(2).any(|p| p[0] == p[1])
+                        || got.iter().any(|r| want.binary_search(r).is_err())
+                    {
+                        return Err("a row twice, or one never appended".into());
+                    }
+                    Ok(false)
+                }
+                Err(e) => Err(format!("error {e}")),
+            }
+        })();
+        match outcome {
+            Ok(data) => {
+                w.report.appends += 1;
+                w.verified(self.transport, data, (want.len() * 8) as u64);
+            }
+            Err(why) => w.mismatch(format!("{what}: {why}")),
+        }
+    }
+}
+
+impl Step for AppendLane {
+    fn step(&mut self, w: &mut Worker) -> Result<()> {
+        if self.inflight.len() == self.rb.slots() {
+            let f = self.inflight.pop_front().expect("an append in flight");
+            self.finish(w, f, true);
+        }
+        self.enqueue(w)
+    }
+
+    fn drain(&mut self, w: &mut Worker) -> Result<()> {
+        while let Some(f) = self.inflight.pop_front() {
+            self.finish(w, f, false);
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Graph lanes: a graph captured once, replayed at every step, each replay checked.
+
+/// The count `srbe_step` writes for `key` (csrc/testing/embedding.cu's srbe_count).
+fn step_count(key: u64, cap: u64) -> i64 {
+    if key % 997 == 13 {
+        cap as i64 + 1
+    } else if key % 991 == 7 {
+        -3
+    } else {
+        (pattern::mix(key) % (cap + 1)) as i64
+    }
+}
+
+fn launch_step_advance(
+    stream: &CudaStream,
+    kernel: &Kernel,
+    args: &mut [*mut c_void],
+    advance: &Kernel,
+    step: u64,
+    grid: u32,
+) -> Result<()> {
+    // SAFETY: the callers pass the arguments of the kernel's C signature (csrc/testing/).
+    unsafe { kernel.launch_3d(stream.cu_stream(), (grid, 1, 1), (256, 1, 1), args)? };
+    let mut sp = step;
+    let mut a: [*mut c_void; 1] = [(&mut sp as *mut u64).cast()];
+    // SAFETY: srbe_advance(uint64_t*) on an 8-byte step counter.
+    unsafe { advance.launch_3d(stream.cu_stream(), (1, 1, 1), (32, 1, 1), &mut a)? };
+    Ok(())
+}
+
+/// Replays of a graph of `srbe_step` (three columns, a count that is sometimes negative or
+/// over the capacity), a device-sequenced pack and the step counter's advance.
+struct GraphPackLane {
+    g: GraphReadback,
+    graph: CudaGraph,
+    _bufs: [DeviceBuffer; 5],
+    cap: usize,
+    launched: u64,
+}
+
+impl GraphPackLane {
+    fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, k: &Kernels) -> Result<Self> {
+        let cap = 700usize;
+        let bufs = [
+            DeviceBuffer::new_zeroed(ctx, cap * 8)?,
+            DeviceBuffer::new_zeroed(ctx, cap * 4)?,
+            DeviceBuffer::new_zeroed(ctx, cap * 12)?,
+            DeviceBuffer::new_zeroed(ctx, 8)?,
+            DeviceBuffer::new_zeroed(ctx, 8)?,
+        ];
+        let mut schema = ColumnSchema::new();
+        schema.column::<f64>();
+        schema.column::<i32>();
+        schema.column::<[f32; 3]>();
+        let g = GraphReadback::new(ctx, &schema, ReadbackConfig::new(cap).slots(3))?;
+        let step = k.function("srbe_step")?;
+        let advance = k.function("srbe_advance")?;
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let (mut pos, mut id, mut vel, mut count, mut sp) = (
+            bufs[0].ptr(),
+            bufs[1].ptr(),
+            bufs[2].ptr(),
+            bufs[3].ptr(),
+            bufs[4].ptr(),
+        );
+        let (mut tag, mut c) = (0u32, cap as u64);
+        let mut args: [*mut c_void; 7] = [
+            (&mut pos as *mut u64).cast(),
+            (&mut id as *mut u64).cast(),
+            (&mut vel as *mut u64).cast(),
+            (&mut count as *mut u64).cast(),
+            (&mut sp as *mut u64).cast(),
+            (&mut tag as *mut u32).cast(),
+            (&mut c as *mut u64).cast(),
+        ];
+        // SAFETY: srbe_step(double*, int32_t*, float*, int32_t*, const uint64_t*, uint32_t,
+        // uint64_t): the buffers hold cap rows.
+        unsafe { step.launch_3d(stream.cu_stream(), (4, 1, 1), (256, 1, 1), &mut args)? };
+        let src = |b: &DeviceBuffer| ColumnSource {
+            ptr: b.ptr(),
+            len: cap,
+        };
+        // SAFETY: the buffers live as long as the lane, which drops the graph first; one stream.
+        unsafe {
+            g.record(
+                stream,
+                None,
+                &[src(&bufs[0]), src(&bufs[1]), src(&bufs[2])],
+                RawCount::i32(bufs[3].ptr()),
+            )?
+        };
+        let mut a: [*mut c_void; 1] = [(&mut sp as *mut u64).cast()];
+        // SAFETY: srbe_advance(uint64_t*) on the step counter.
+        unsafe { advance.launch_3d(stream.cu_stream(), (1, 1, 1), (32, 1, 1), &mut a)? };
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))?
+            .context("an empty capture")?;
+        Ok(GraphPackLane {
+            g,
+            graph,
+            _bufs: bufs,
+            cap,
+            launched: 0,
+        })
+    }
+
+    fn take(&mut self, w: &mut Worker) {
+        let seq = self.g.next_seq();
+        let key = 2 * (seq - 1);
+        let want = step_count(key, self.cap as u64);
+        let r = self.g.next_timeout(Duration::from_secs(60));
+        let ok = match (&r, want) {
+            (Err(Error::NegativeCount { count: -3 }), -3) => Ok(false),
+            (Err(Error::CountExceedsCapacity { count, capacity }), _)
+                if want == self.cap as i64 + 1
+                    && *count == want as u64
+                    && *capacity == self.cap =>
+            {
+                Ok(false)
+            }
+            (Ok(rp), _) if rp.count() as i64 == want => {
+                let out = rp.readout();
+                let pos: &[f64] = out.column_as(0).unwrap_or(&[]);
+                let id: &[i32] = out.column_as(1).unwrap_or(&[]);
+                let vel: &[[f32; 3]] = out.column_as(2).unwrap_or(&[]);
+                let good = (0..out.count()).all(|i| {
+                    pos[i] == i as f64 + 0.25 * key as f64
+                        && id[i] == (key * 7 + i as u64) as i32
+                        && vel[i] == [i as f32, key as f32, 0.0]
+                });
+                if good {
+                    Ok(true)
+                } else {
+                    Err("rows differ".to_string())
+                }
+            }
+            (Ok(rp), _) => Err(format!("{} rows, want {want}", rp.count())),
+            (Err(e), _) => Err(format!("error {e}")),
+        };
+        match ok {
+            Ok(data) => {
+                w.report.replays += 1;
+                w.verified(Transport::Mapped, data, 0);
+            }
+            Err(why) => w.mismatch(format!("graph pack replay {seq}: {why}")),
+        }
+    }
+}
+
+impl Step for GraphPackLane {
+    fn step(&mut self, w: &mut Worker) -> Result<()> {
+        // At most slots - 1 replays ahead of the host: none is dropped for a held slot.
+        if self.launched >= self.g.next_seq() - 1 + 2 {
+            self.take(w);
+        }
+        self.graph.launch()?;
+        self.launched += 1;
+        w.report.enqueued += 1;
+        Ok(())
+    }
+
+    fn drain(&mut self, w: &mut Worker) -> Result<()> {
+        while self.g.next_seq() <= self.launched {
+            self.take(w);
+        }
+        Ok(())
+    }
+}
+
+/// Replays of a graph of `srbt_append_step` (two columns, a count set by the step counter)
+/// and the counter's advance.
+struct GraphAppendLane {
+    g: GraphReadback,
+    graph: CudaGraph,
+    _step: DeviceBuffer,
+    cap: usize,
+    launched: u64,
+}
+
+const GRAPH_APPEND_N: u64 = 3000;
+
+impl GraphAppendLane {
+    fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, k: &Kernels) -> Result<Self> {
+        let cap = 2000usize;
+        let mut schema = ColumnSchema::new();
+        schema.column::<u64>();
+        schema.column::<u32>();
+        let g = GraphReadback::new(ctx, &schema, ReadbackConfig::new(cap).slots(3))?;
+        let step = DeviceBuffer::new_zeroed(ctx, 8)?;
+        let kernel = k.function("srbt_append_step")?;
+        let advance = k.function("srbe_advance")?;
+        let desc = g.append_desc()?;
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let mut d = desc;
+        let (mut n, mut mc, mut p, mut sp) = (GRAPH_APPEND_N, cap as u64, P, step.ptr());
+        let mut args: [*mut c_void; 5] = [
+            (&mut d as *mut AppendDesc).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut mc as *mut u64).cast(),
+            (&mut p as *mut u64).cast(),
+            (&mut sp as *mut u64).cast(),
+        ];
+        launch_step_advance(stream, &kernel, &mut args, &advance, step.ptr(), 12)?;
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))?
+            .context("an empty capture")?;
+        Ok(GraphAppendLane {
+            g,
+            graph,
+            _step: step,
+            cap,
+            launched: 0,
+        })
+    }
+
+    fn take(&mut self, w: &mut Worker) {
+        let seq = self.g.next_seq();
+        let s = seq - 1;
+        let count = pattern::mix(s) % (self.cap as u64 + 1);
+        let ok = match self.g.next_timeout(Duration::from_secs(60)) {
+            Ok(rp) => {
+                let out = rp.readout();
+                let (a, b) = (
+                    out.column_as::<u64>(0).unwrap_or(&[]),
+                    out.column_as::<u32>(1).unwrap_or(&[]),
+                );
+                let mut got: Vec<(u64, u32)> = a.iter().copied().zip(b.iter().copied()).collect();
+                got.sort_unstable();
+                let mut want: Vec<(u64, u32)> = (0..GRAPH_APPEND_N)
+                    .filter(|&i| (i as u128 * P as u128 % GRAPH_APPEND_N as u128) < count as u128)
+                    .map(|i| {
+                        (
+                            pattern::mix(s.wrapping_add(8 * i)),
+                            pattern::mix(s.wrapping_add(8 * i + 1)) as u32,
+                        )
+                    })
+                    .collect();
+                want.sort_unstable();
+                if out.count() as u64 == count && got == want {
+                    Ok(())
+                } else {
+                    Err(format!("{} rows, want {count}", out.count()))
+                }
+            }
+            Err(e) => Err(format!("error {e}")),
+        };
+        match ok {
+            Ok(()) => {
+                w.report.replays += 1;
+                w.report.appends += 1;
+                w.verified(Transport::Mapped, true, count * 12);
+            }
+            Err(why) => w.mismatch(format!("graph append replay {seq}: {why}")),
+        }
+    }
+}
+
+impl Step for GraphAppendLane {
+    fn step(&mut self, w: &mut Worker) -> Result<()> {
+        if self.launched >= self.g.next_seq() - 1 + 2 {
+            self.take(w);
+        }
+        self.graph.launch()?;
+        self.launched += 1;
+        w.report.enqueued += 1;
+        Ok(())
+    }
+
+    fn drain(&mut self, w: &mut Worker) -> Result<()> {
+        while self.g.next_seq() <= self.launched {
+            self.take(w);
+        }
+        Ok(())
+    }
 }
 
 fn worker(ctx: Arc<CudaContext>, id: usize, n: u64, cfg: &SoakConfig) -> Result<SoakReport> {
