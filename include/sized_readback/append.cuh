@@ -40,10 +40,13 @@
  * n - capacity of the device-side spill region; beyond: dropped, but still counted. The
  * trailer then carries the true count, and the host fetches the spilled rows on request.
  *
- * Memory model (PTX ISA, "Memory Consistency Model"): every block releases its stores with a
- * system-scope fence (cumulative over the barrier before it) before it counts itself out with
- * an atomic; the last block's fence after that atomic is the acquire of every block's release,
- * and its trailer fence orders all rows, the count and the status before the `seq` store. A
+ * Memory model (PTX ISA, "Memory Consistency Model"): every block that stored rows into the
+ * slot releases them with a system-scope fence (cumulative over the barrier before it) before
+ * it counts itself out with an atomic (a block that only counted rows, or stored them into the
+ * device-side spill, releases at GPU scope; one that appended nothing just counts out: the
+ * departure atomics form one release sequence); the last block's fence after that atomic is
+ * the acquire of every block's release, and its trailer fence orders all rows, the count and
+ * the status before the `seq` store. A
  * naturally aligned 8-byte store is single-copy atomic (PTX ISA, "Memory Consistency Model":
  * "Vector data types" / "single-copy atomicity" of aligned accesses up to 8 bytes), also in
  * mapped host memory, so the host reads `seq` whole or not at all.
@@ -236,6 +239,9 @@ class BlockAppend {
         uint32_t total;
         uint32_t ok;
         uint32_t last;
+        /** What this block did: 1 stored rows into the slot, 2 into the spill region, 4 counted
+            rows (took part in the count's atomics). */
+        uint32_t wrote;
         detail::SlotChoice choice;
     };
 
@@ -254,6 +260,7 @@ class BlockAppend {
             s_.choice = detail::choose_slot(desc.seq, desc.slot, desc.seq_counter, desc.ring_ctl, syncs,
                                             desc.num_slots);
             s_.ok = shape && cols;
+            s_.wrote = 0;
             if (!s_.ok) atomicOr(&syncs[s_.choice.slot].flags, 1u);
         }
         __syncthreads();
@@ -291,6 +298,13 @@ class BlockAppend {
                 s_.base = incl == 0 ? 0
                                     : (uint64_t)atomicAdd(reinterpret_cast<unsigned long long*>(&sync->count),
                                                           (unsigned long long)incl);
+                if (incl != 0) {
+                    s_.wrote |= 4u;
+                    if (s_.choice.may_write) {
+                        const uint64_t cap = d_.capacity;
+                        s_.wrote |= (s_.base < cap ? 1u : 0u) | (s_.base + incl > cap ? 2u : 0u);
+                    }
+                }
             }
         }
         __syncthreads();
@@ -323,8 +337,14 @@ class BlockAppend {
         srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(d_.slot_sync) + s_.choice.slot;
         __syncthreads();
         if (tid == 0) {
-            // Release this block's stores (cumulative over the barrier), then count it out.
-            detail::fence_sc_sys();
+            // Release this block's stores (cumulative over the barrier), then count it out: at
+            // system scope if it wrote into the slot (the host reads it), at GPU scope if it
+            // wrote only spill rows (read by a later kernel) or took part in the count; a block
+            // that appended nothing has nothing to release (its departure is just counted).
+            if (s_.wrote & 1u)
+                detail::fence_sc_sys();
+            else if (s_.wrote != 0)
+                __threadfence();
             const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
             s_.last = atomicAdd(&sync->departures, 1u) == blocks - 1;
         }

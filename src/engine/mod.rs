@@ -393,9 +393,14 @@ impl Slots {
         count: RawCount,
     ) -> Result<()> {
         driver::bind(&self.ctx)?;
+        let what = if sources.len() == 1 {
+            "the data"
+        } else {
+            "a column's data"
+        };
         for s in sources {
             if s.len > 0 {
-                self.check_raw_pointer("a column's data", s.ptr)?;
+                self.check_raw_pointer(what, s.ptr)?;
             }
         }
         if count.ptr != 0 {
