@@ -38,28 +38,33 @@ SRB_DEVICE void srb_wait_for_producer() {
 #endif
 }
 
-// Reads the count. Returns srb_status bits; *raw gets the value sign-extended to 64 bits.
-SRB_DEVICE uint32_t srb_read_count(const srb_pack_params& p, uint64_t* raw, uint64_t* n) {
-    switch (p.count_kind) {
+// Reads count i of kind `kind` at `ptr`. Returns srb_status bits; *raw gets the value
+// sign-extended to 64 bits, *n the count (0 if negative).
+SRB_DEVICE uint32_t srb_read_count_at(uint64_t ptr, uint32_t kind, uint64_t i, uint64_t* raw, uint64_t* n) {
+    switch (kind) {
     case SRB_COUNT_I32: {
-        int64_t v = *reinterpret_cast<const int32_t*>(p.count_ptr);
+        int64_t v = reinterpret_cast<const int32_t*>(ptr)[i];
         *raw = (uint64_t)v;
         *n = v < 0 ? 0 : (uint64_t)v;
         return v < 0 ? SRB_STATUS_NEGATIVE : SRB_STATUS_OK;
     }
     case SRB_COUNT_U32:
-        *raw = *n = *reinterpret_cast<const uint32_t*>(p.count_ptr);
+        *raw = *n = reinterpret_cast<const uint32_t*>(ptr)[i];
         return SRB_STATUS_OK;
     case SRB_COUNT_I64: {
-        int64_t v = *reinterpret_cast<const int64_t*>(p.count_ptr);
+        int64_t v = reinterpret_cast<const int64_t*>(ptr)[i];
         *raw = (uint64_t)v;
         *n = v < 0 ? 0 : (uint64_t)v;
         return v < 0 ? SRB_STATUS_NEGATIVE : SRB_STATUS_OK;
     }
     default:
-        *raw = *n = *reinterpret_cast<const uint64_t*>(p.count_ptr);
+        *raw = *n = reinterpret_cast<const uint64_t*>(ptr)[i];
         return SRB_STATUS_OK;
     }
+}
+
+SRB_DEVICE uint32_t srb_read_count(const srb_pack_params& p, uint64_t* raw, uint64_t* n) {
+    return srb_read_count_at(p.count_ptr, p.count_kind, 0, raw, n);
 }
 
 // Copies nbytes with words of type W from src to dst (both W-aligned), then the tail bytes.
@@ -82,9 +87,9 @@ SRB_DEVICE void srb_copy_words(unsigned char* __restrict__ dst, const unsigned c
     for (uint64_t j = nw * sizeof(W) + tid; j < nbytes; j += stride) dst[j] = src[j];
 }
 
-// dst is SRB_COLUMN_ALIGN-aligned; the source alignment picks the widest word both allow.
+// The widest word that the alignments of both dst and src allow.
 SRB_DEVICE void srb_copy(unsigned char* dst, const unsigned char* src, uint64_t nbytes, uint64_t tid, uint64_t stride) {
-    const uint64_t a = (uint64_t)src;
+    const uint64_t a = (uint64_t)src | (uint64_t)dst;
     if ((a & 15) == 0)
         srb_copy_words<uint4>(dst, src, nbytes, tid, stride);
     else if ((a & 7) == 0)
@@ -150,4 +155,107 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const sr
     }
     srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), raw, copy_n, status,
                          sync, p.seq_counter, p.ring_ctl);
+}
+
+// The bucket pack: k buckets of device data the user already partitioned (k counts and k rising
+// offsets into every column's source). Every block checks every bucket (one thread per bucket)
+// so all agree on the status; on an error nothing is copied and the bucket table names the first
+// offending bucket. Block b copies bucket b (and b + gridDim.x, ...) into its region; the last
+// block to leave writes the bucket table and the trailer.
+extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(const srb_pack_buckets_params p) {
+    __shared__ uint32_t s_bad_kind[3];  // the first bucket of each kind of error (k if none):
+                                        // a negative count, one over capacity, bad offsets
+    __shared__ uint32_t s_last;
+    srb_wait_for_producer();
+    const unsigned k = p.num_buckets;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < 3; ++i) s_bad_kind[i] = k;
+    __syncthreads();
+    uint64_t min_src = ~0ull;
+    for (uint32_t c = 0; c < p.num_columns; ++c) min_src = p.columns[c].src_len < min_src ? p.columns[c].src_len : min_src;
+    for (unsigned b = threadIdx.x; b < k; b += blockDim.x) {
+        uint64_t raw, n, oraw, off;
+        uint32_t st = srb_read_count_at(p.counts_ptr, p.count_kind, b, &raw, &n);
+        st |= srb_read_count_at(p.offsets_ptr, p.count_kind, b, &oraw, &off);
+        if (st != SRB_STATUS_OK) {
+            atomicMin(&s_bad_kind[0], b);
+        } else if (n > p.capacity) {
+            atomicMin(&s_bad_kind[1], b);
+        } else {
+            uint64_t limit = min_src;
+            if (b + 1 < k) {
+                uint64_t nraw, next;
+                if (srb_read_count_at(p.offsets_ptr, p.count_kind, b + 1, &nraw, &next) == SRB_STATUS_OK && next < limit)
+                    limit = next;
+            }
+            if (off > limit || n > limit - off) atomicMin(&s_bad_kind[2], b);
+        }
+    }
+    __syncthreads();
+    uint32_t status = SRB_STATUS_OK;
+    if (s_bad_kind[0] < k) status |= SRB_STATUS_NEGATIVE;
+    if (s_bad_kind[1] < k) status |= SRB_STATUS_OVER_CAPACITY;
+    if (s_bad_kind[2] < k) status |= SRB_STATUS_BAD_OFFSETS;
+    // Named in order of precedence: a negative count, then one over the capacity, then offsets.
+    const unsigned bad = s_bad_kind[0] < k ? s_bad_kind[0] : (s_bad_kind[1] < k ? s_bad_kind[1] : s_bad_kind[2]);
+
+    unsigned char* slot_base = reinterpret_cast<unsigned char*>(p.slots) + (uint64_t)p.slot * p.slot_stride;
+    if (status == SRB_STATUS_OK) {
+        for (unsigned b = blockIdx.x; b < k; b += gridDim.x) {
+            uint64_t raw, n, oraw, off;
+            srb_read_count_at(p.counts_ptr, p.count_kind, b, &raw, &n);
+            srb_read_count_at(p.offsets_ptr, p.count_kind, b, &oraw, &off);
+            for (uint32_t c = 0; c < p.num_columns; ++c) {
+                const srb_column col = p.columns[c];
+                srb_copy(slot_base + col.dst_offset + (uint64_t)b * p.capacity * col.elem_size,
+                         reinterpret_cast<const unsigned char*>(col.src) + off * col.elem_size, n * col.elem_size,
+                         threadIdx.x, blockDim.x);
+            }
+        }
+    }
+    __syncthreads();
+    srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(p.slot_sync) + p.slot;
+    if (threadIdx.x == 0) {
+        srb::detail::fence_sc_sys();  // this block's rows, cumulative over the barrier
+        s_last = atomicAdd(&sync->departures, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    // The last block: the bucket table (every count as read), then the trailer.
+    srb_bucket_table* table = reinterpret_cast<srb_bucket_table*>(slot_base + p.bucket_table);
+    __shared__ unsigned long long s_sum[2];
+    if (threadIdx.x == 0) {
+        srb::detail::fence_sc_sys();  // acquire every block's release
+        s_sum[0] = s_sum[1] = 0;
+    }
+    __syncthreads();
+    for (unsigned b = threadIdx.x; b < k; b += blockDim.x) {
+        uint64_t raw, n;
+        srb_read_count_at(p.counts_ptr, p.count_kind, b, &raw, &n);
+        table->counts[b] = raw;
+        atomicAdd(&s_sum[0], (unsigned long long)n);
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    table->bad_rows = 0;
+    table->bad_bucket = bad;
+    table->bad_offset = 0;
+    table->bad_limit = 0;
+    if (status & SRB_STATUS_BAD_OFFSETS && bad == s_bad_kind[2]) {
+        uint64_t raw, n, next = ~0ull;
+        srb_read_count_at(p.offsets_ptr, p.count_kind, bad, &raw, &n);
+        table->bad_offset = n;
+        uint64_t limit = min_src;
+        if (bad + 1 < k && srb_read_count_at(p.offsets_ptr, p.count_kind, bad + 1, &raw, &next) == SRB_STATUS_OK &&
+            next < limit)
+            limit = next;
+        table->bad_limit = limit;
+    }
+    const uint64_t copied = status == SRB_STATUS_OK ? s_sum[0] : 0;
+    srb::detail::SlotChoice choice;
+    choice.seq = p.seq;
+    choice.slot = p.slot;
+    choice.may_write = 1;
+    srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), s_sum[0], copied, status,
+                         sync, 0, 0);
 }

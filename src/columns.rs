@@ -341,6 +341,18 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
     sources: &[&dyn ErasedDevicePtr],
     count: &C,
 ) -> Result<TicketCore> {
+    enqueue_tracked_with::<K, C, C>(engine, stream, after, sources, count, None)
+}
+
+/// [`enqueue_tracked`], and with `offsets` a bucket pack (`count` then holds k counts).
+pub(crate) fn enqueue_tracked_with<K: CountType, C: DevicePtr<K>, O: DevicePtr<K>>(
+    engine: &Arc<HostEngine>,
+    stream: &CudaStream,
+    after: Option<&CudaEvent>,
+    sources: &[&dyn ErasedDevicePtr],
+    count: &C,
+    offsets: Option<&O>,
+) -> Result<TicketCore> {
     let slots = engine.slots();
     slots.check_stream(stream)?;
     let after = after.map(|e| slots.check_event(e)).transpose()?;
@@ -357,12 +369,32 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
     if count.stream().context().cu_ctx() != ctx {
         return Err(Error::ForeignContext { what: "the count" });
     }
-    if count.len() == 0 {
+    let k = engine.slots().layout().buckets();
+    let need = if offsets.is_some() { k } else { 1 };
+    if count.len() < need {
         return Err(Error::BadPointer {
-            what: "the count (an empty buffer)",
+            what: if offsets.is_some() {
+                "the counts (fewer than the buckets)"
+            } else {
+                "the count (an empty buffer)"
+            },
             addr: 0,
             align: K::KIND.size(),
         });
+    }
+    if let Some(o) = offsets {
+        if o.stream().context().cu_ctx() != ctx {
+            return Err(Error::ForeignContext {
+                what: "the offsets",
+            });
+        }
+        if o.len() < k {
+            return Err(Error::BadPointer {
+                what: "the offsets (fewer than the buckets)",
+                addr: 0,
+                align: K::KIND.size(),
+            });
+        }
     }
     // SAFETY: the stream and event belong to this context (checked above). Before cudarc's
     // event tracking (the guards below) can put its waits into a capture.
@@ -373,7 +405,7 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
     let lease = {
         // The guards make `stream` wait for earlier cudarc writes now, and record this read
         // when they drop, after the launch.
-        let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 1] = Default::default();
+        let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 2] = Default::default();
         let mut cols = [ColumnSource::default(); MAX_COLUMNS];
         for (i, s) in sources.iter().enumerate() {
             let (ptr, g) = s.device_ptr(stream);
@@ -382,14 +414,24 @@ pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>>(
         }
         let (cptr, g) = count.device_ptr(stream);
         guards[MAX_COLUMNS] = Some(g);
+        let optr = offsets.map(|o| {
+            let (p, g) = o.device_ptr(stream);
+            guards[MAX_COLUMNS + 1] = Some(g);
+            p
+        });
         let cols = &cols[..sources.len()];
         let raw = RawCount::new(cptr, K::KIND);
         slots.check_sources(cols, raw)?;
         // SAFETY: the stream and buffers belong to this context (checked above); cudarc keeps
         // them allocated while borrowed, and its event tracking orders later writes after this
         // read (or, with tracking disabled, the caller promised cudarc to order them); each
-        // length is the buffer's true length.
-        let lease = unsafe { engine.enqueue_prepared(stream.cu_stream(), cols, raw)? };
+        // length is the buffer's true length, and the counts and offsets hold k values.
+        let lease = unsafe {
+            match optr {
+                Some(o) => engine.enqueue_buckets_prepared(stream.cu_stream(), cols, raw, o)?,
+                None => engine.enqueue_prepared(stream.cu_stream(), cols, raw)?,
+            }
+        };
         (lease, Sources::new(cols))
     };
     let (lease, sources) = lease;
@@ -429,6 +471,11 @@ impl ColumnReadback {
         config: ReadbackConfig,
     ) -> Result<Self> {
         schema.validate()?;
+        if config.buckets != 1 {
+            return Err(Error::config(
+                "a ColumnReadback has one bucket: use a BucketReadback (or an AppendReadback)",
+            ));
+        }
         Ok(ColumnReadback {
             engine: RwLock::new(HostEngine::new(ctx, &schema.elem_sizes(), &config, false)?),
             schema: Arc::new(schema.clone()),
@@ -599,6 +646,129 @@ impl ColumnReadback {
     }
 }
 
+/// Reads back device data the user already partitioned into k buckets (k counts and k rising
+/// offsets into every column's source, as CUB's `DevicePartition` or an exclusive scan of the
+/// counts leaves them): one pack launch, one slot holding each bucket's count and rows, one
+/// trailer. `Send` and `Sync`.
+///
+/// The capacity is per bucket (`config.capacity` rows each), not shared: a bucket's rows sit at
+/// a fixed place in the slot, so the kernel fills every bucket in one pass with no scan of the
+/// counts first, and each bucket's rows are contiguous (an MPI send straight from the slot);
+/// the price is pinned memory for k full buckets. Size the capacity for the largest bucket.
+#[derive(Debug)]
+pub struct BucketReadback {
+    engine: Arc<HostEngine>,
+    schema: Arc<ColumnSchema>,
+}
+
+impl BucketReadback {
+    /// A readback of `config.buckets` buckets of `config.capacity` rows of the columns of
+    /// `schema`. Errors as [`ColumnReadback::new`].
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        schema: &ColumnSchema,
+        config: ReadbackConfig,
+    ) -> Result<Self> {
+        schema.validate()?;
+        Ok(BucketReadback {
+            engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, false)?,
+            schema: Arc::new(schema.clone()),
+        })
+    }
+
+    /// The columns.
+    pub fn schema(&self) -> &ColumnSchema {
+        &self.schema
+    }
+    /// Buckets of a slot.
+    pub fn buckets(&self) -> usize {
+        self.engine.slots().layout().buckets()
+    }
+    /// Rows of each bucket.
+    pub fn capacity(&self) -> usize {
+        self.engine.slots().layout().capacity()
+    }
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.engine.slots().num_slots()
+    }
+    /// The slot layout.
+    pub fn layout(&self) -> &SlotLayout {
+        self.engine.slots().layout()
+    }
+
+    /// Enqueues the readback of every bucket on `stream`: bucket b's rows are rows
+    /// `offsets[b] .. offsets[b] + counts[b]` of every source (`sources` binds each column once,
+    /// as for [`ColumnReadback::enqueue`]). `counts` and `offsets` hold (at least) one value per
+    /// bucket, of one count type. Returns at once.
+    ///
+    /// Errors at once as [`ColumnReadback::enqueue`]; from the ticket's wait:
+    /// [`Error::BucketOverCapacity`], [`Error::BucketOutOfRange`] (a range past its source or
+    /// into the next bucket's), [`Error::NegativeCount`], each naming the first bad bucket, with
+    /// nothing copied.
+    pub fn enqueue<C, K>(
+        &self,
+        stream: &CudaStream,
+        sources: &[Source<'_>],
+        counts: &C,
+        offsets: &C,
+    ) -> Result<ColumnTicket>
+    where
+        C: DevicePtr<K>,
+        K: CountType,
+    {
+        let order = self.schema.bind(sources)?;
+        let mut erased: [&dyn ErasedDevicePtr; MAX_COLUMNS] = [&NoBuffer; MAX_COLUMNS];
+        for (i, s) in order.iter().take(self.schema.len()).enumerate() {
+            erased[i] = &*s.expect("bind checked every column").data;
+        }
+        let core = enqueue_tracked_with(
+            &self.engine,
+            stream,
+            None,
+            &erased[..self.schema.len()],
+            counts,
+            Some(offsets),
+        )?;
+        Ok(ColumnTicket::from_core(core, self.schema.clone()))
+    }
+
+    /// [`BucketReadback::enqueue`] from raw device addresses: `counts` (its kind gives the
+    /// offsets' kind too) and `offsets` hold one value per bucket.
+    ///
+    /// # Safety
+    /// As [`ColumnReadback::enqueue_raw`], for the sources, the counts and the offsets.
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: &CudaStream,
+        after: Option<&CudaEvent>,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+    ) -> Result<ColumnTicket> {
+        let slots = self.engine.slots();
+        slots.check_stream(stream)?;
+        let after = after.map(|e| slots.check_event(e)).transpose()?;
+        // SAFETY: per the contract; the stream and event are of this context (checked).
+        let lease = unsafe {
+            self.engine
+                .enqueue_buckets_raw(stream.cu_stream(), after, sources, counts, offsets)?
+        };
+        let fill = Fill::Pack {
+            kind: counts.kind(),
+            lens: Sources::new(sources).lens(),
+        };
+        Ok(ColumnTicket::from_core(
+            self.engine.ticket(lease, fill),
+            self.schema.clone(),
+        ))
+    }
+
+    pub(crate) fn engine(&self) -> &Arc<HostEngine> {
+        &self.engine
+    }
+}
+
 /// A placeholder for the unused entries of the erased-source array.
 struct NoBuffer;
 impl ErasedDevicePtr for NoBuffer {
@@ -721,21 +891,102 @@ impl<'a> ColumnReadout<'a> {
 
     /// Column `index` as `count` elements of `T`, checked against the declared type (for a
     /// typed column) or element size (for a [`ColumnSchema::raw_column`]).
+    ///
+    /// Errors: [`Error::SchemaMismatch`] for another type or size, a column out of range, or a
+    /// bucketed readback (whose buckets are separate: read them with
+    /// [`ColumnReadout::bucket_column`]).
     pub fn column_as<T: Element>(&self, index: usize) -> Result<&'a [T]> {
         self.schema.check_type::<T>(index)?;
+        self.whole()?;
         // SAFETY: T is the column's type (or, for raw columns, has its size and an alignment
         // <= 16) and valid for any bits (Element).
         Ok(unsafe { self.view.column::<T>(index) })
     }
 
-    /// Column `index`'s `count * elem_size` bytes.
+    /// Column `index`'s `count * elem_size` bytes (not for bucketed readbacks).
     pub fn column_bytes(&self, index: usize) -> Result<&'a [u8]> {
-        self.view.column_bytes(index).ok_or_else(|| {
-            Error::schema(format!(
-                "column {index} does not exist: the readback has {} column(s)",
-                self.schema.len()
-            ))
-        })
+        self.whole()?;
+        self.view
+            .column_bytes(index)
+            .ok_or_else(|| self.no_column(index))
+    }
+
+    fn no_column(&self, index: usize) -> Error {
+        Error::schema(format!(
+            "column {index} does not exist: the readback has {} column(s)",
+            self.schema.len()
+        ))
+    }
+
+    /// Errors for a bucketed readout, whose columns are not one run of rows.
+    fn whole(&self) -> Result<()> {
+        match self.view.buckets() {
+            1 => Ok(()),
+            k => Err(Error::schema(format!(
+                "the readback has {k} buckets: read each with bucket_column"
+            ))),
+        }
+    }
+
+    /// Buckets of the readback (1 unless bucketed).
+    pub fn buckets(&self) -> usize {
+        self.view.buckets()
+    }
+
+    /// Rows of bucket `b` in the slot, or `None` past the last bucket. (For an overflowed
+    /// append readout from `partial`, at most the capacity.)
+    pub fn bucket_count(&self, b: usize) -> Option<usize> {
+        self.view.bucket_rows(b)
+    }
+
+    /// Column `c`'s rows of bucket `b`, as `T`.
+    ///
+    /// # Panics
+    /// If `c` belongs to another schema or `b` is past the last bucket (programming errors);
+    /// [`ColumnReadout::try_bucket_column`] returns an error instead.
+    pub fn bucket_column<T: Element>(&self, c: Column<T>, b: usize) -> &'a [T] {
+        match self.try_bucket_column(c, b) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Column `c`'s rows of bucket `b`, or [`Error::SchemaMismatch`].
+    pub fn try_bucket_column<T: Element>(&self, c: Column<T>, b: usize) -> Result<&'a [T]> {
+        if c.schema != self.schema.id {
+            return Err(Error::schema(format!(
+                "the handle of column {} belongs to another schema",
+                c.index
+            )));
+        }
+        self.bucket_column_as::<T>(c.index, b)
+    }
+
+    /// Column `index`'s rows of bucket `b` as `T`, checked as [`ColumnReadout::column_as`].
+    pub fn bucket_column_as<T: Element>(&self, index: usize, b: usize) -> Result<&'a [T]> {
+        self.schema.check_type::<T>(index)?;
+        self.check_bucket(b)?;
+        // SAFETY: T is the column's type (checked) and valid for any bits; b is a bucket.
+        Ok(unsafe { self.view.bucket_column::<T>(index, b) })
+    }
+
+    /// Column `index`'s bytes of bucket `b`.
+    pub fn bucket_column_bytes(&self, index: usize, b: usize) -> Result<&'a [u8]> {
+        self.check_bucket(b)?;
+        self.view
+            .bucket_bytes(index, b)
+            .ok_or_else(|| self.no_column(index))
+    }
+
+    fn check_bucket(&self, b: usize) -> Result<()> {
+        if b < self.view.buckets() {
+            Ok(())
+        } else {
+            Err(Error::schema(format!(
+                "bucket {b} does not exist: the readback has {} bucket(s)",
+                self.view.buckets()
+            )))
+        }
     }
 }
 
@@ -743,6 +994,7 @@ impl<'a> ColumnReadout<'a> {
 const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<ColumnReadback>();
+    send_sync::<BucketReadback>();
     send_sync::<ColumnTicket>();
     send_sync::<ColumnReadout<'static>>();
     send_sync::<Column<f64>>();

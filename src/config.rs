@@ -53,8 +53,11 @@ pub struct ReadbackConfig {
     pub max_blocks: Option<u32>,
     /// Append readbacks: rows per slot of the device-side spill region that takes the rows an
     /// append kernel writes past the capacity. `None`: equal to the capacity. `Some(0)`: no
-    /// spill region (rows past the capacity are dropped, and counted).
+    /// spill region (rows past the capacity are dropped, and counted). Per bucket, bucketed.
     pub spill: Option<usize>,
+    /// Buckets of one slot (e.g. one per MPI neighbour), 1 to [`crate::MAX_BUCKETS`]: each has
+    /// its own `capacity` rows of every column, and its own count. 1: an ordinary readback.
+    pub buckets: usize,
 }
 
 impl ReadbackConfig {
@@ -68,6 +71,7 @@ impl ReadbackConfig {
             programmatic_launch: None,
             max_blocks: None,
             spill: None,
+            buckets: 1,
         }
     }
     /// Sets the number of slots.
@@ -98,6 +102,11 @@ impl ReadbackConfig {
     /// Sets the rows of an append readback's spill region per slot (0: none).
     pub fn spill(mut self, rows: usize) -> Self {
         self.spill = Some(rows);
+        self
+    }
+    /// Sets the number of buckets; `capacity` is then the rows of each bucket.
+    pub fn buckets(mut self, buckets: usize) -> Self {
+        self.buckets = buckets;
         self
     }
     /// The spill rows in effect: `spill`, or the capacity.

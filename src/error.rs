@@ -128,6 +128,42 @@ pub enum Error {
         /// The readback's element sizes, as "8, 4".
         sizes: String,
     },
+    /// A bucketed append kernel named a bucket out of range for `rows` rows (they were dropped;
+    /// the other buckets' rows are in the slot).
+    #[error("{rows} row(s) named bucket {bucket} (or another out of range) of a readback of {buckets} buckets")]
+    BadBucket {
+        /// One bucket index out of range.
+        bucket: u64,
+        /// Buckets of the readback.
+        buckets: usize,
+        /// Rows dropped for naming a bucket out of range.
+        rows: u64,
+    },
+    /// A bucket pack found a bucket's count above the capacity of a bucket. Nothing was copied
+    /// and the device data is untouched: grow the readback and read again.
+    #[error("bucket {bucket} holds {count} rows, more than a bucket's capacity of {capacity}")]
+    BucketOverCapacity {
+        /// The first such bucket.
+        bucket: usize,
+        /// Its count.
+        count: u64,
+        /// Rows a bucket holds.
+        capacity: usize,
+    },
+    /// A bucket pack found a bucket's range `[offset, offset + count)` past `limit`: the end of
+    /// its source, or the next bucket's offset (the ranges overlap, or the offsets do not rise).
+    /// Nothing was copied.
+    #[error("bucket {bucket}'s rows {offset}..{offset}+{count} run past {limit} (the source's end or the next bucket's offset)")]
+    BucketOutOfRange {
+        /// The first such bucket.
+        bucket: usize,
+        /// Its offset.
+        offset: u64,
+        /// Its count.
+        count: u64,
+        /// What its range may not pass.
+        limit: u64,
+    },
     /// A buffer, stream or event belongs to another CUDA context or device than the readback.
     #[error("{what} belongs to another CUDA context or device than this readback")]
     ForeignContext {
@@ -206,7 +242,8 @@ impl Error {
         match self {
             Error::CountExceedsCapacity { count, .. }
             | Error::CountExceedsSource { count, .. }
-            | Error::AppendOverflow { count, .. } => Some(*count),
+            | Error::AppendOverflow { count, .. }
+            | Error::BucketOverCapacity { count, .. } => Some(*count),
             _ => None,
         }
     }

@@ -69,12 +69,13 @@ pub mod testing;
 
 pub use append::{AppendDesc, AppendReadback, AppendTicket, PendingAppend};
 pub use columns::{
-    Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket, Source,
+    BucketReadback, Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket,
+    Source,
 };
 pub use config::{ReadbackConfig, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
-pub use engine::layout::{SlotLayout, MAX_COLUMNS};
+pub use engine::layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
 pub use engine::{ColumnSource, RawCount};
 pub use error::{Error, Result};
 pub use graph::{GraphReadback, Replay};

@@ -100,6 +100,18 @@
 // An append kernel's BlockAppend did not match the readback (block size or columns).
 #define SRB_ERR_APPEND_MISUSE (-20)
 
+// A bucketed append named a bucket out of range: those rows were dropped (counted); the
+// other buckets' rows are readable until `srb_release`.
+#define SRB_ERR_BAD_BUCKET (-21)
+
+// A bucket pack found a bucket's count above a bucket's capacity; nothing was copied.
+// `*count_out` holds that bucket's count.
+#define SRB_ERR_BUCKET_OVER_CAPACITY (-22)
+
+// A bucket pack found a bucket's range past its source's end or into the next bucket's (the
+// offsets must rise); nothing was copied.
+#define SRB_ERR_BUCKET_RANGE (-23)
+
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)
 
@@ -110,6 +122,13 @@
 // `srb_create` flag: a device-sequenced readback for CUDA graph capture and replay
 // (`srb_record` / `srb_next`). Not with `SRB_FLAG_STAGED`.
 #define SRB_FLAG_GRAPH 2
+
+// `srb_create_buckets` flag: the buckets are filled by append kernels (`srb_append_begin`),
+// not by the bucket pack (`srb_enqueue_buckets`).
+#define SRB_FLAG_APPEND 4
+
+// Most buckets of one bucketed readback.
+#define SRB_MAX_BUCKETS 256
 
 // Count kind: `int32_t` (as in `int* d_size`).
 #define SRB_COUNT_INT32 0
@@ -177,6 +196,52 @@ int32_t srb_create_append(int32_t device,
                           const size_t *elem_sizes,
                           uint32_t flags,
                           struct srb_readback **out);
+
+// Creates a bucketed readback: each slot holds `buckets` buckets (1 to `SRB_MAX_BUCKETS`, e.g.
+// one per MPI neighbour) of `capacity` rows of every column, each with its own count. Filled by
+// the bucket pack (`srb_enqueue_buckets`, from device data already partitioned) or, with
+// `SRB_FLAG_APPEND`, by append kernels (`srb_append_begin`; the kernel uses
+// `srb::BlockAppendTo`), which put rows past a bucket's capacity into its `spill` rows (0:
+// none). Read a bucket with `srb_bucket_data`. Other arguments and flags as `srb_create`
+// (`SRB_FLAG_STAGED`; not `SRB_FLAG_GRAPH`).
+//
+// # Safety
+// As `srb_create`.
+int32_t srb_create_buckets(int32_t device,
+                           uint32_t buckets,
+                           size_t capacity,
+                           size_t spill,
+                           uint32_t slots,
+                           uint32_t num_columns,
+                           const size_t *elem_sizes,
+                           uint32_t flags,
+                           struct srb_readback **out);
+
+// Bucket mode: enqueues the readback of every bucket of device data already partitioned:
+// bucket b's rows are rows `offsets[b] .. offsets[b] + counts[b]` of every column's source
+// (`columns[i]`, `lens[i]` elements readable), where `counts` and `offsets` are device arrays
+// of one value per bucket of kind `count_kind`, the offsets rising (as CUB's DevicePartition or
+// an exclusive scan of the counts leaves them). Otherwise as `srb_enqueue`. Errors about the
+// counts or offsets come from `srb_wait` (`SRB_ERR_BUCKET_OVER_CAPACITY`,
+// `SRB_ERR_BUCKET_RANGE`, `SRB_ERR_NEGATIVE_COUNT`), with nothing copied.
+//
+// # Safety
+// As `srb_enqueue`; `counts` and `offsets` address one value per bucket.
+int32_t srb_enqueue_buckets(const struct srb_readback *rb,
+                            struct CUstream_st *stream,
+                            struct CUevent_st *after,
+                            const srb_devptr *columns,
+                            const size_t *lens,
+                            srb_devptr counts,
+                            srb_devptr offsets,
+                            uint32_t count_kind,
+                            uint64_t *seq_out);
+
+// Buckets of the readback (1 unless bucketed; 0 if `rb` is null).
+//
+// # Safety
+// `rb` is null or a live handle.
+uint32_t srb_buckets(const struct srb_readback *rb);
 
 // Destroys a readback (null is ignored). Waits for its readbacks still in flight (for a
 // graph readback, for all of the context's work); appends begun and not ended are ended as
@@ -303,11 +368,26 @@ int32_t srb_count(const struct srb_readback *rb, uint64_t seq, uint64_t *count_o
 
 // Host address of column `column` of complete readback `seq` in pinned memory: its rows
 // (`srb_count` of them), 16-byte aligned, valid until `srb_release(rb, seq)`. Null if the
-// readback is not complete or held, or on an error (see `srb_last_error`).
+// readback is not complete or held, or on an error (see `srb_last_error`). Bucketed readbacks
+// are read bucket by bucket with `srb_bucket_data`.
 //
 // # Safety
 // `rb` is a live handle.
 const void *srb_data(const struct srb_readback *rb, uint64_t seq, uint32_t column);
+
+// Host address of column `column`'s rows of bucket `bucket` of complete readback `seq`, and
+// their number in `*count_out` (may be null): valid until `srb_release(rb, seq)`. For a
+// readback without buckets, bucket 0 is all of it. After `SRB_ERR_APPEND_OVERFLOW` or
+// `SRB_ERR_BAD_BUCKET`, the rows that reached the bucket. Null (and `*count_out` untouched) if
+// the readback is not complete or held, or on an error.
+//
+// # Safety
+// `rb` is a live handle; `count_out` is null or writable.
+const void *srb_bucket_data(const struct srb_readback *rb,
+                            uint64_t seq,
+                            uint32_t bucket,
+                            uint32_t column,
+                            uint64_t *count_out);
 
 // After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 // that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`
@@ -322,12 +402,25 @@ int32_t srb_fetch_spill(const struct srb_readback *rb,
                         int64_t timeout_ns,
                         uint64_t *count_out);
 
-// Column `column` of the spilled rows that `srb_fetch_spill` brought back for `seq`, valid
-// until `srb_release(rb, seq)`; null if none were fetched.
+// Column `column` of the spilled rows that `srb_fetch_spill` brought back for `seq` (of every
+// bucket: bucketed readbacks read them with `srb_spill_bucket_data`), valid until
+// `srb_release(rb, seq)`; null if none were fetched.
 //
 // # Safety
 // `rb` is a live handle.
 const void *srb_spill_data(const struct srb_readback *rb, uint64_t seq, uint32_t column);
+
+// Bucketed append: column `column`'s spilled rows of bucket `bucket` that `srb_fetch_spill`
+// brought back for `seq`, their number in `*count_out` (may be null); valid until
+// `srb_release(rb, seq)`; null if none were fetched.
+//
+// # Safety
+// `rb` is a live handle; `count_out` is null or writable.
+const void *srb_spill_bucket_data(const struct srb_readback *rb,
+                                  uint64_t seq,
+                                  uint32_t bucket,
+                                  uint32_t column,
+                                  uint64_t *count_out);
 
 // Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
 // released before it completes is still waited for on the device before its slot is reused.

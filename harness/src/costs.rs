@@ -1,13 +1,13 @@
 //! Host cost of one enqueue, and of the driver calls it is made of: the "why" behind the
 //! enqueue target. Each call is timed alone with the stream otherwise idle, then drained.
 use crate::cuda::{self, Event};
-use sized_readback::cudarc::driver::sys;
-use sized_readback::testing::Kernel;
-use sized_readback::LaunchShape;
 use crate::stats::Summary;
 use crate::sweep::Rig;
 use anyhow::Result;
 use serde::Serialize;
+use sized_readback::cudarc::driver::sys;
+use sized_readback::testing::Kernel;
+use sized_readback::LaunchShape;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -84,7 +84,10 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         // 408-byte parameter and reads no memory; a live event of the current context.
         unsafe {
             cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
-            cuda::check(sys::cuStreamIsCapturing(s, &mut capturing), "cuStreamIsCapturing")?;
+            cuda::check(
+                sys::cuStreamIsCapturing(s, &mut capturing),
+                "cuStreamIsCapturing",
+            )?;
             cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")?;
             floor.launch(s, shape, &mut args)?;
             cuda::record(ev.0, s)?;

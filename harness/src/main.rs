@@ -696,7 +696,9 @@ fn main() -> Result<()> {
     }
     if let (Some(e), Some(f)) = (
         costs.calls.get("Readback::enqueue (safe API)"),
-        costs.calls.get("driver floor of one enqueue (5 calls, idle stream)"),
+        costs
+            .calls
+            .get("driver floor of one enqueue (5 calls, idle stream)"),
     ) {
         variants.push(Target::at_most(
             "one enqueue alone: host cost over its driver floor, µs p50",

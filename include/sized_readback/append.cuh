@@ -211,75 +211,64 @@ __device__ __forceinline__ unsigned thread_rank() {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
-}  // namespace detail
-
 /**
- * Block-collective append of rows into one readback slot.
- *
- * \tparam BLOCK_THREADS threads per block (a multiple of 32, at most 1024), as launched.
- * \tparam Cols          the element type of each column, in the readback's column order (1 to
- *                       SRB_MAX_COLUMNS types; trivially copyable, alignment at most 16 bytes).
- *
- * Shared memory: sizeof(TempStorage) = BLOCK_THREADS * (sum of sizeof(Cols)) + about 200 bytes.
+ * The block-collective append of BlockAppend (MAX_BUCKETS 1) and BlockAppendTo (rows to named
+ * buckets). See those classes; this one holds their shared code.
  */
-template <int BLOCK_THREADS, typename... Cols>
-class BlockAppend {
+template <int BLOCK_THREADS, int MAX_BUCKETS, typename... Cols>
+class AppendCore {
     static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
                   "BLOCK_THREADS must be a multiple of 32 from 32 to 1024");
     static_assert(sizeof...(Cols) >= 1 && sizeof...(Cols) <= SRB_MAX_COLUMNS,
                   "a readback has 1 to SRB_MAX_COLUMNS columns");
+    static_assert(MAX_BUCKETS >= 1 && MAX_BUCKETS <= SRB_MAX_BUCKETS && MAX_BUCKETS <= BLOCK_THREADS,
+                  "MAX_BUCKETS must be 1 to SRB_MAX_BUCKETS and at most BLOCK_THREADS");
     static constexpr int WARPS = BLOCK_THREADS / 32;
 
   public:
-    /** Shared memory of one block's BlockAppend: declare it `__shared__`. */
     struct TempStorage {
-        detail::Rows<BLOCK_THREADS, Cols...> rows;
+        Rows<BLOCK_THREADS, Cols...> rows;
         uint32_t warp_offset[WARPS];
+        /** Buckets: rows of this call per bucket, then their exclusive scan. */
+        uint32_t hist[MAX_BUCKETS];
+        uint32_t offs[MAX_BUCKETS];
+        /** Buckets: each bucket's first row of this call (its counter before the atomic). */
+        uint64_t bases[MAX_BUCKETS];
+        /** Buckets: the bucket of each staged row. */
+        uint16_t row_bucket[MAX_BUCKETS > 1 ? BLOCK_THREADS : 1];
         uint64_t base;
+        uint64_t sums[3];
         uint32_t total;
         uint32_t ok;
         uint32_t last;
         /** What this block did: 1 stored rows into the slot, 2 into the spill region, 4 counted
             rows (took part in the count's atomics). */
         uint32_t wrote;
-        detail::SlotChoice choice;
+        uint32_t status;
+        SlotChoice choice;
     };
 
-    /**
-     * Block-collective. Binds this block to the readback of `desc` and (device-sequenced mode)
-     * decides its sequence number and slot. Contains a barrier.
-     *
-     * \param[in] temp shared memory for this block (not used by anything else while in use)
-     * \param[in] desc the readback's descriptor, the same value in every block of the grid
-     */
-    __device__ __forceinline__ BlockAppend(TempStorage& temp, const srb_append_desc& desc) : s_(temp), d_(desc) {
-        if (detail::thread_rank() == 0) {
+    __device__ __forceinline__ AppendCore(TempStorage& temp, const srb_append_desc& desc) : s_(temp), d_(desc) {
+        if (thread_rank() == 0) {
             const bool shape = blockDim.x * blockDim.y * blockDim.z == (unsigned)BLOCK_THREADS;
-            const bool cols = desc.num_columns == sizeof...(Cols) && detail::sizes_match<BLOCK_THREADS, Cols...>(desc, 0);
+            const bool cols = desc.num_columns == sizeof...(Cols) && sizes_match<BLOCK_THREADS, Cols...>(desc, 0);
+            const unsigned k = desc.num_buckets == 0 ? 1 : desc.num_buckets;
+            // A bucketed readback needs a bucketed BlockAppendTo big enough; BlockAppend's rows
+            // go to a readback of one bucket.
+            const bool buckets = MAX_BUCKETS == 1 ? k == 1 : (k <= (unsigned)MAX_BUCKETS);
             srb_slot_sync* syncs = reinterpret_cast<srb_slot_sync*>(desc.slot_sync);
-            s_.choice = detail::choose_slot(desc.seq, desc.slot, desc.seq_counter, desc.ring_ctl, syncs,
-                                            desc.num_slots);
-            s_.ok = shape && cols;
+            s_.choice = choose_slot(desc.seq, desc.slot, desc.seq_counter, desc.ring_ctl, syncs, desc.num_slots);
+            s_.ok = shape && cols && buckets;
             s_.wrote = 0;
             if (!s_.ok) atomicOr(&syncs[s_.choice.slot].flags, 1u);
         }
         __syncthreads();
     }
 
-    /**
-     * Block-collective. Appends one row per thread whose `keep` is true: column c gets the c-th
-     * value. Contains barriers; one atomic per block per call (none if no thread keeps a row).
-     *
-     * \param[in] keep   whether this thread's row is appended
-     * \param[in] values this thread's row, one value per column (ignored when !keep)
-     *
-     * Output: the block's kept rows, in no particular order, at rows [base, base + k) of the
-     * grid's sequence of rows, where k is the number of kept rows and base is taken with one
-     * atomicAdd; see the file comment for where row n lands.
-     */
-    __device__ __forceinline__ void append(bool keep, const Cols&... values) {
+    /** One bucket: the rows of the threads that keep one (ballot, one warp-scan, one atomic). */
+    __device__ __forceinline__ void append_one(bool keep, const Cols&... values) {
         if (!s_.ok) return;  // uniform over the block
-        const unsigned tid = detail::thread_rank();
+        const unsigned tid = thread_rank();
         const unsigned lane = tid & 31, warp = tid >> 5;
         const unsigned mask = __ballot_sync(0xffffffffu, keep);
         if (lane == 0) s_.warp_offset[warp] = __popc(mask);
@@ -308,7 +297,7 @@ class BlockAppend {
             }
         }
         __syncthreads();
-        if (keep) detail::stage<BLOCK_THREADS, Cols...>(s_.rows, s_.warp_offset[warp] + __popc(mask & ((1u << lane) - 1)), values...);
+        if (keep) stage<BLOCK_THREADS, Cols...>(s_.rows, s_.warp_offset[warp] + __popc(mask & ((1u << lane) - 1)), values...);
         __syncthreads();
         const unsigned total = s_.total;
         if (s_.choice.may_write && total != 0) {
@@ -318,22 +307,82 @@ class BlockAppend {
             for (unsigned r = tid; r < total; r += BLOCK_THREADS) {
                 const uint64_t n = s_.base + r;
                 if (n < cap)
-                    detail::flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, slot, d_.column_offset, 0, n);
+                    flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, slot, d_.column_offset, 0, n);
                 else if (n - cap < spill_cap)
-                    detail::flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, spill, d_.spill_offset, 0, n - cap);
+                    flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, spill, d_.spill_offset, 0, n - cap);
             }
         }
         __syncthreads();  // the staging is free again
     }
 
-    /**
-     * Block-collective, exactly once per block, after its last append(). The last block of the
-     * grid to get here writes the true count, the status and the trailer (`seq` last, after a
-     * system-scope fence) and resets the slot's scratch. Contains barriers; the threads of the
-     * other blocks return from it at once.
-     */
+    /** Buckets: each kept row to the bucket it names (shared-memory histogram, a block scan, one
+        atomic per bucket that got rows). A bucket out of range drops the row and counts it. */
+    __device__ __forceinline__ void append_to(unsigned bucket, bool keep, const Cols&... values) {
+        if (!s_.ok) return;
+        const unsigned tid = thread_rank();
+        const unsigned lane = tid & 31, warp = tid >> 5;
+        const unsigned k = d_.num_buckets;
+        srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(d_.slot_sync) + s_.choice.slot;
+        unsigned long long* counters =
+            reinterpret_cast<unsigned long long*>(d_.bucket_counts) + (uint64_t)s_.choice.slot * 2 * k;
+        for (unsigned b = tid; b < k; b += BLOCK_THREADS) s_.hist[b] = 0;
+        __syncthreads();
+        const bool valid = keep && bucket < k;
+        if (keep && !valid) {
+            atomicAdd(reinterpret_cast<unsigned long long*>(&sync->bad_rows), 1ull);
+            atomicExch(reinterpret_cast<unsigned long long*>(&sync->bad_bucket), (unsigned long long)bucket);
+        }
+        const unsigned rank = valid ? atomicAdd(&s_.hist[bucket], 1u) : 0u;
+        __syncthreads();
+        // Exclusive scan of the histogram: warp w scans entries [32w, 32w + 32).
+        const unsigned h = tid < k ? s_.hist[tid] : 0u;
+        unsigned incl = h;
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= (unsigned)o) incl += up;
+        }
+        if (lane == 31) s_.warp_offset[warp] = incl;
+        if (tid < k) s_.bases[tid] = h == 0 ? 0 : (uint64_t)atomicAdd(&counters[tid], (unsigned long long)h);
+        __syncthreads();
+        if (tid == 0) {
+            unsigned run = 0;
+            for (unsigned w = 0; w * 32 < k; ++w) {
+                const unsigned c = s_.warp_offset[w];
+                s_.warp_offset[w] = run;
+                run += c;
+            }
+            s_.total = run;
+            if (run != 0) s_.wrote |= s_.choice.may_write ? 7u : 4u;
+        }
+        __syncthreads();
+        if (tid < k) s_.offs[tid] = s_.warp_offset[warp] + incl - h;
+        __syncthreads();
+        if (valid) {
+            const unsigned at = s_.offs[bucket] + rank;
+            stage<BLOCK_THREADS, Cols...>(s_.rows, at, values...);
+            s_.row_bucket[at] = (uint16_t)bucket;
+        }
+        __syncthreads();
+        const unsigned total = s_.total;
+        if (s_.choice.may_write && total != 0) {
+            const uint64_t cap = d_.capacity, spill_cap = d_.spill == 0 ? 0 : d_.spill_capacity;
+            unsigned char* slot = reinterpret_cast<unsigned char*>(d_.slots) + (uint64_t)s_.choice.slot * d_.slot_stride;
+            unsigned char* spill = reinterpret_cast<unsigned char*>(d_.spill) + (uint64_t)s_.choice.slot * d_.spill_stride;
+            for (unsigned r = tid; r < total; r += BLOCK_THREADS) {
+                const unsigned b = s_.row_bucket[r];
+                const uint64_t n = s_.bases[b] + (r - s_.offs[b]);
+                if (n < cap)
+                    flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, slot, d_.column_offset, 0, (uint64_t)b * cap + n);
+                else if (n - cap < spill_cap)
+                    flush_row<BLOCK_THREADS, Cols...>(s_.rows, r, spill, d_.spill_offset, 0,
+                                                      (uint64_t)b * spill_cap + (n - cap));
+            }
+        }
+        __syncthreads();
+    }
+
     __device__ __forceinline__ void finish() {
-        const unsigned tid = detail::thread_rank();
+        const unsigned tid = thread_rank();
         srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(d_.slot_sync) + s_.choice.slot;
         __syncthreads();
         if (tid == 0) {
@@ -342,35 +391,178 @@ class BlockAppend {
             // wrote only spill rows (read by a later kernel) or took part in the count; a block
             // that appended nothing has nothing to release (its departure is just counted).
             if (s_.wrote & 1u)
-                detail::fence_sc_sys();
+                fence_sc_sys();
             else if (s_.wrote != 0)
                 __threadfence();
             const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
             s_.last = atomicAdd(&sync->departures, 1u) == blocks - 1;
         }
         __syncthreads();
-        if (tid != 0 || !s_.last) return;
-        detail::fence_sc_sys();  // acquire every block's release
-        const uint64_t count = detail::ld_relaxed_gpu(&sync->count);
+        if (!s_.last) return;  // uniform over the block
         const uint64_t cap = d_.capacity, spill_cap = d_.spill == 0 ? 0 : d_.spill_capacity;
-        uint32_t status = SRB_STATUS_OK;
-        uint64_t spilled = 0;
-        if (count > cap) {
-            status |= SRB_STATUS_SPILLED;
-            spilled = count - cap < spill_cap ? count - cap : spill_cap;
-            if (count - cap > spill_cap) status |= SRB_STATUS_DROPPED;
-        }
-        if (sync->flags != 0) status |= SRB_STATUS_MISUSE;
-        sync->spilled = spilled;
-        sync->flags = 0;
         unsigned char* slot = reinterpret_cast<unsigned char*>(d_.slots) + (uint64_t)s_.choice.slot * d_.slot_stride;
-        detail::publish(s_.choice, reinterpret_cast<srb_trailer*>(slot + d_.trailer_offset), count,
-                        count < cap ? count : cap, status, sync, d_.seq_counter, d_.ring_ctl);
+        if (d_.num_buckets <= 1) {
+            if (tid != 0) return;
+            fence_sc_sys();  // acquire every block's release
+            const uint64_t count = ld_relaxed_gpu(&sync->count);
+            uint32_t status = SRB_STATUS_OK;
+            uint64_t spilled = 0;
+            if (count > cap) {
+                status |= SRB_STATUS_SPILLED;
+                spilled = count - cap < spill_cap ? count - cap : spill_cap;
+                if (count - cap > spill_cap) status |= SRB_STATUS_DROPPED;
+            }
+            if (sync->flags != 0) status |= SRB_STATUS_MISUSE;
+            sync->spilled = spilled;
+            sync->flags = 0;
+            publish(s_.choice, reinterpret_cast<srb_trailer*>(slot + d_.trailer_offset), count,
+                    count < cap ? count : cap, status, sync, d_.seq_counter, d_.ring_ctl);
+            return;
+        }
+        // Buckets: the whole last block reads the counters, writes the bucket table, keeps each
+        // bucket's spilled rows for the spill fetch and resets the counters.
+        const unsigned k = d_.num_buckets;
+        unsigned long long* counters =
+            reinterpret_cast<unsigned long long*>(d_.bucket_counts) + (uint64_t)s_.choice.slot * 2 * k;
+        srb_bucket_table* table = reinterpret_cast<srb_bucket_table*>(slot + d_.bucket_table);
+        if (tid == 0) {
+            fence_sc_sys();  // acquire every block's release
+            s_.sums[0] = s_.sums[1] = 0;
+            s_.status = SRB_STATUS_OK;
+        }
+        __syncthreads();
+        for (unsigned b = tid; b < k; b += BLOCK_THREADS) {
+            const uint64_t c = ld_relaxed_gpu(reinterpret_cast<const uint64_t*>(&counters[b]));
+            const uint64_t over = c > cap ? c - cap : 0;
+            if (s_.choice.may_write) table->counts[b] = c;
+            counters[k + b] = over < spill_cap ? over : spill_cap;
+            counters[b] = 0;
+            atomicAdd(reinterpret_cast<unsigned long long*>(&s_.sums[0]), (unsigned long long)c);
+            atomicAdd(reinterpret_cast<unsigned long long*>(&s_.sums[1]), (unsigned long long)(c < cap ? c : cap));
+            if (over > 0) atomicOr(&s_.status, over > spill_cap ? SRB_STATUS_SPILLED | SRB_STATUS_DROPPED : SRB_STATUS_SPILLED);
+        }
+        __syncthreads();
+        if (tid != 0) return;
+        uint32_t status = s_.status;
+        const uint64_t bad_rows = ld_relaxed_gpu(&sync->bad_rows);
+        if (bad_rows != 0) status |= SRB_STATUS_BAD_BUCKET;
+        if (sync->flags != 0) status |= SRB_STATUS_MISUSE;
+        if (s_.choice.may_write) {
+            table->bad_rows = bad_rows;
+            table->bad_bucket = ld_relaxed_gpu(&sync->bad_bucket);
+            table->bad_offset = 0;
+            table->bad_limit = 0;
+        }
+        sync->bad_rows = 0;
+        sync->bad_bucket = 0;
+        sync->flags = 0;
+        publish(s_.choice, reinterpret_cast<srb_trailer*>(slot + d_.trailer_offset), s_.sums[0], s_.sums[1], status,
+                sync, d_.seq_counter, d_.ring_ctl);
     }
 
   private:
     TempStorage& s_;
     const srb_append_desc& d_;
+};
+
+}  // namespace detail
+
+/**
+ * Block-collective append of rows into one readback slot (a readback of one bucket).
+ *
+ * \tparam BLOCK_THREADS threads per block (a multiple of 32, at most 1024), as launched.
+ * \tparam Cols          the element type of each column, in the readback's column order (1 to
+ *                       SRB_MAX_COLUMNS types; trivially copyable, alignment at most 16 bytes).
+ *
+ * Shared memory: sizeof(TempStorage) = BLOCK_THREADS * (sum of sizeof(Cols)) + about 200 bytes.
+ */
+template <int BLOCK_THREADS, typename... Cols>
+class BlockAppend {
+    using Core = detail::AppendCore<BLOCK_THREADS, 1, Cols...>;
+
+  public:
+    /** Shared memory of one block's BlockAppend: declare it `__shared__`. */
+    using TempStorage = typename Core::TempStorage;
+
+    /**
+     * Block-collective. Binds this block to the readback of `desc` and (device-sequenced mode)
+     * decides its sequence number and slot. Contains a barrier.
+     *
+     * \param[in] temp shared memory for this block (not used by anything else while in use)
+     * \param[in] desc the readback's descriptor, the same value in every block of the grid
+     */
+    __device__ __forceinline__ BlockAppend(TempStorage& temp, const srb_append_desc& desc) : core_(temp, desc) {}
+
+    /**
+     * Block-collective. Appends one row per thread whose `keep` is true: column c gets the c-th
+     * value. Contains barriers; one atomic per block per call (none if no thread keeps a row).
+     *
+     * \param[in] keep   whether this thread's row is appended
+     * \param[in] values this thread's row, one value per column (ignored when !keep)
+     *
+     * Output: the block's kept rows, in no particular order, at rows [base, base + k) of the
+     * grid's sequence of rows, where k is the number of kept rows and base is taken with one
+     * atomicAdd; see the file comment for where row n lands.
+     */
+    __device__ __forceinline__ void append(bool keep, const Cols&... values) { core_.append_one(keep, values...); }
+
+    /**
+     * Block-collective, exactly once per block, after its last append(). The last block of the
+     * grid to get here writes the true count, the status and the trailer (`seq` last, after a
+     * system-scope fence) and resets the slot's scratch. Contains barriers; the threads of the
+     * other blocks return from it at once.
+     */
+    __device__ __forceinline__ void finish() { core_.finish(); }
+
+  private:
+    Core core_;
+};
+
+/**
+ * Block-collective append of rows into the buckets of one bucketed readback slot (k buckets,
+ * e.g. one per MPI neighbour): each kept row goes to the bucket its thread names.
+ *
+ * \tparam BLOCK_THREADS threads per block (a multiple of 32, at most 1024), as launched.
+ * \tparam MAX_BUCKETS   at least the readback's bucket count (at most SRB_MAX_BUCKETS and
+ *                       BLOCK_THREADS); a readback with more buckets is reported as misuse.
+ * \tparam Cols          the element type of each column, as for BlockAppend.
+ *
+ * Bucket b's n-th row (0-based, counted over the whole grid) lands at row n of bucket b's region
+ * if n < capacity (the capacity is per bucket), else at row n - capacity of bucket b's spill
+ * region if that is below the spill capacity, else it is dropped but counted. A row whose bucket
+ * is >= the readback's bucket count is dropped and counted as bad (the host reports the index).
+ *
+ * Shared memory: BLOCK_THREADS * (sum of sizeof(Cols) + 2) + 16 * MAX_BUCKETS + about 200 bytes.
+ */
+template <int BLOCK_THREADS, int MAX_BUCKETS, typename... Cols>
+class BlockAppendTo {
+    using Core = detail::AppendCore<BLOCK_THREADS, MAX_BUCKETS, Cols...>;
+
+  public:
+    /** Shared memory of one block's BlockAppendTo: declare it `__shared__`. */
+    using TempStorage = typename Core::TempStorage;
+
+    /** Block-collective; as BlockAppend's. */
+    __device__ __forceinline__ BlockAppendTo(TempStorage& temp, const srb_append_desc& desc) : core_(temp, desc) {}
+
+    /**
+     * Block-collective. Appends one row per thread whose `keep` is true to bucket `bucket`.
+     * Contains barriers; one atomic per bucket that gets rows from this call.
+     *
+     * \param[in] bucket the row's bucket, 0 to the readback's bucket count - 1 (ignored when !keep)
+     * \param[in] keep   whether this thread's row is appended
+     * \param[in] values this thread's row, one value per column (ignored when !keep)
+     */
+    __device__ __forceinline__ void append_to(unsigned bucket, bool keep, const Cols&... values) {
+        core_.append_to(bucket, keep, values...);
+    }
+
+    /** Block-collective, exactly once per block, after its last append_to(); as BlockAppend's.
+        The last block also writes the bucket table (every bucket's true count). */
+    __device__ __forceinline__ void finish() { core_.finish(); }
+
+  private:
+    Core core_;
 };
 
 }  // namespace srb

@@ -14,6 +14,11 @@
  *   +-------------------------+-----+-------------------------+-----+---------------------+
  *   ^ slot start, SRB_SLOT_ALIGN-aligned; every column starts SRB_COLUMN_ALIGN-aligned
  *
+ * A bucketed readback (k buckets, e.g. one per MPI neighbour) gives every column k regions of
+ * `capacity` rows each (bucket b's rows start at row b * capacity of the column), and puts a
+ * bucket table (srb_bucket_table: the true count of each bucket) between the last column and
+ * the trailer, whose count is then the total.
+ *
  * The trailer is written last: the kernel stores the count and status, executes a system-scope
  * fence, and only then stores `seq` (one naturally aligned 8-byte store). A host that reads the
  * expected `seq` with acquire semantics therefore also sees the count and every data byte.
@@ -41,6 +46,8 @@ typedef long long int64_t;
 #define SRB_PACK_THREADS 256
 /** A pack block is given at least this many bytes before another block joins in. */
 #define SRB_BYTES_PER_BLOCK 4096
+/** Most buckets of one bucketed readback (one slot carries every bucket's count and rows). */
+#define SRB_MAX_BUCKETS 256
 /** Value of srb_trailer.magic once a kernel has written the trailer. */
 #define SRB_TRAILER_MAGIC 0x31425253u /* "SRB1" little-endian */
 
@@ -68,7 +75,13 @@ enum srb_status {
     SRB_STATUS_DROPPED = 1u << 4,
     /** Append: a block's BlockAppend did not match the readback (block size, number or sizes of
         the columns); that block appended nothing. */
-    SRB_STATUS_MISUSE = 1u << 5
+    SRB_STATUS_MISUSE = 1u << 5,
+    /** Buckets: a row named a bucket >= num_buckets (append: the row is dropped and counted in
+        the bucket table's bad_rows; bad_bucket holds one such index). */
+    SRB_STATUS_BAD_BUCKET = 1u << 6,
+    /** Bucket pack: a bucket's range [offset, offset + count) runs past its source, or into the
+        next bucket's (offsets must rise). Nothing was copied; bad_bucket names the bucket. */
+    SRB_STATUS_BAD_OFFSETS = 1u << 7
 };
 
 /** The header at the end of every slot (32 bytes, 16-byte aligned). */
@@ -86,6 +99,25 @@ typedef struct srb_trailer {
     /** Sequence number of the readback that wrote this slot; stored last, after a system fence. */
     uint64_t seq;
 } srb_trailer;
+
+/**
+ * The table of a bucketed slot, between its last column and its trailer (16-byte aligned):
+ * written by the last block before the trailer.
+ */
+typedef struct srb_bucket_table {
+    /** Append: rows that named a bucket out of range (dropped). */
+    uint64_t bad_rows;
+    /** The bucket an error names (SRB_STATUS_BAD_BUCKET: one index out of range;
+        SRB_STATUS_OVER_CAPACITY or SRB_STATUS_BAD_OFFSETS: the first offending bucket). */
+    uint64_t bad_bucket;
+    /** Bucket pack with SRB_STATUS_BAD_OFFSETS: the bad bucket's offset, and the end of the
+        range it may not pass (its source length or the next bucket's offset). */
+    uint64_t bad_offset;
+    uint64_t bad_limit;
+    /** Each bucket's true count (append: rows appended to it, also past the capacity; pack:
+        the count read). num_buckets entries. */
+    uint64_t counts[1];
+} srb_bucket_table;
 
 /** One source column of a pack. */
 typedef struct srb_column {
@@ -128,6 +160,9 @@ typedef struct srb_slot_sync {
     /** Append: set (atomicOr) by a block whose BlockAppend does not match the readback. */
     uint32_t flags;
     uint32_t reserved;
+    /** Bucketed append: rows that named a bucket out of range, and one such bucket. */
+    uint64_t bad_rows;
+    uint64_t bad_bucket;
 } srb_slot_sync;
 
 /** The pack kernel's only parameter, passed by value. */
@@ -159,6 +194,36 @@ typedef struct srb_pack_params {
     uint32_t num_columns;
     srb_column columns[SRB_MAX_COLUMNS];
 } srb_pack_params;
+
+/** The bucket pack kernel's only parameter: a slot of k buckets filled from device data the
+    user already partitioned (k counts and k offsets, as CUB's DevicePartition or an exclusive
+    scan leaves them). */
+typedef struct srb_pack_buckets_params {
+    /** Device address of k counts (srb_count_kind count_kind). */
+    uint64_t counts_ptr;
+    /** Device address of k element offsets into every column's source, rising, of the same
+        kind as the counts. */
+    uint64_t offsets_ptr;
+    /** Device-visible address of slot 0. */
+    uint64_t slots;
+    uint64_t slot_stride;
+    uint64_t trailer_offset;
+    /** Byte offset of the srb_bucket_table within a slot. */
+    uint64_t bucket_table;
+    /** Rows per bucket. */
+    uint64_t capacity;
+    uint64_t seq;
+    /** Device address of num_slots srb_slot_sync records. */
+    uint64_t slot_sync;
+    uint32_t slot;
+    uint32_t num_slots;
+    uint32_t count_kind;
+    uint32_t num_buckets;
+    uint32_t num_columns;
+    uint32_t reserved;
+    /** dst_offset: the column's region (bucket b at b * capacity * elem_size within it). */
+    srb_column columns[SRB_MAX_COLUMNS];
+} srb_pack_buckets_params;
 
 /**
  * The append descriptor: everything a kernel needs to append rows into one readback's slot.
@@ -193,7 +258,14 @@ typedef struct srb_append_desc {
     uint32_t slot;
     uint32_t num_slots;
     uint32_t num_columns;
-    uint32_t reserved;
+    /** Buckets: 1, or k > 1 for a bucketed readback (capacity is then per bucket). */
+    uint32_t num_buckets;
+    /** Bucketed: byte offset of the srb_bucket_table within a slot. */
+    uint64_t bucket_table;
+    /** Bucketed: device address of num_slots * 2 * num_buckets uint64_t: per slot, the
+        buckets' counters (zero between appends), then the rows each spilled (kept for the
+        spill fetch). */
+    uint64_t bucket_counts;
     /** Byte offset of each column's region within a slot. */
     uint64_t column_offset[SRB_MAX_COLUMNS];
     /** Byte offset of each column's region within a slot's spill region. */

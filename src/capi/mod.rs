@@ -22,7 +22,7 @@
 //! replay's sequence number, which `srb_count`, `srb_data` and `srb_release` take.
 #![allow(non_camel_case_types)]
 use crate::append::{AppendReadback, AppendTicket};
-use crate::columns::{ColumnReadback, ColumnSchema, ColumnTicket};
+use crate::columns::{BucketReadback, ColumnReadback, ColumnSchema, ColumnTicket};
 use crate::config::{ReadbackConfig, Transport};
 use crate::element::CountKind;
 use crate::engine::device::Take;
@@ -113,6 +113,15 @@ pub const SRB_ERR_APPEND_OVERFLOW: i32 = -18;
 pub const SRB_ERR_APPEND_UNFINISHED: i32 = -19;
 /// An append kernel's BlockAppend did not match the readback (block size or columns).
 pub const SRB_ERR_APPEND_MISUSE: i32 = -20;
+/// A bucketed append named a bucket out of range: those rows were dropped (counted); the
+/// other buckets' rows are readable until `srb_release`.
+pub const SRB_ERR_BAD_BUCKET: i32 = -21;
+/// A bucket pack found a bucket's count above a bucket's capacity; nothing was copied.
+/// `*count_out` holds that bucket's count.
+pub const SRB_ERR_BUCKET_OVER_CAPACITY: i32 = -22;
+/// A bucket pack found a bucket's range past its source's end or into the next bucket's (the
+/// offsets must rise); nothing was copied.
+pub const SRB_ERR_BUCKET_RANGE: i32 = -23;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -122,6 +131,12 @@ pub const SRB_FLAG_STAGED: u32 = 1;
 /// `srb_create` flag: a device-sequenced readback for CUDA graph capture and replay
 /// (`srb_record` / `srb_next`). Not with `SRB_FLAG_STAGED`.
 pub const SRB_FLAG_GRAPH: u32 = 2;
+/// `srb_create_buckets` flag: the buckets are filled by append kernels (`srb_append_begin`),
+/// not by the bucket pack (`srb_enqueue_buckets`).
+pub const SRB_FLAG_APPEND: u32 = 4;
+
+/// Most buckets of one bucketed readback.
+pub const SRB_MAX_BUCKETS: u32 = 256;
 
 /// Count kind: `int32_t` (as in `int* d_size`).
 pub const SRB_COUNT_INT32: u32 = 0;
@@ -142,6 +157,7 @@ const _: () = {
     assert!(SRB_COUNT_INT64 == abi::SRB_COUNT_I64);
     assert!(SRB_COUNT_UINT64 == abi::SRB_COUNT_U64);
     assert!(SRB_MAX_COLUMNS == abi::SRB_MAX_COLUMNS);
+    assert!(SRB_MAX_BUCKETS == abi::SRB_MAX_BUCKETS);
 };
 
 /// An opaque readback handle, from `srb_create` or `srb_create_append`, freed by
@@ -161,6 +177,10 @@ enum Inner {
     Host {
         rb: ColumnReadback,
         /// The readback of each slot, until `srb_release`.
+        held: Mutex<Vec<Option<Arc<Held>>>>,
+    },
+    Buckets {
+        rb: BucketReadback,
         held: Mutex<Vec<Option<Arc<Held>>>>,
     },
     Append {
@@ -235,6 +255,9 @@ fn code_of(e: &Error) -> i32 {
         Error::AppendOverflow { .. } => SRB_ERR_APPEND_OVERFLOW,
         Error::AppendUnfinished { .. } => SRB_ERR_APPEND_UNFINISHED,
         Error::AppendMisuse { .. } => SRB_ERR_APPEND_MISUSE,
+        Error::BadBucket { .. } => SRB_ERR_BAD_BUCKET,
+        Error::BucketOverCapacity { .. } => SRB_ERR_BUCKET_OVER_CAPACITY,
+        Error::BucketOutOfRange { .. } => SRB_ERR_BUCKET_RANGE,
         Error::ForeignContext { .. } => SRB_ERR_FOREIGN_CONTEXT,
         Error::BadPointer { .. } => SRB_ERR_BAD_POINTER,
         Error::SlotsExhausted { .. } => SRB_ERR_SLOTS_EXHAUSTED,
@@ -395,7 +418,7 @@ unsafe fn create_args(
             "num_columns must be 1 to {SRB_MAX_COLUMNS}, not {num_columns}"
         )));
     }
-    if flags & !(SRB_FLAG_STAGED | SRB_FLAG_GRAPH) != 0 {
+    if flags & !(SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND) != 0 {
         return Err(invalid(format!("unknown flags {flags:#x}")));
     }
     let ordinal =
@@ -493,6 +516,142 @@ pub unsafe extern "C" fn srb_create_append(
         unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
         Ok(SRB_OK)
     })
+}
+
+/// Creates a bucketed readback: each slot holds `buckets` buckets (1 to `SRB_MAX_BUCKETS`, e.g.
+/// one per MPI neighbour) of `capacity` rows of every column, each with its own count. Filled by
+/// the bucket pack (`srb_enqueue_buckets`, from device data already partitioned) or, with
+/// `SRB_FLAG_APPEND`, by append kernels (`srb_append_begin`; the kernel uses
+/// `srb::BlockAppendTo`), which put rows past a bucket's capacity into its `spill` rows (0:
+/// none). Read a bucket with `srb_bucket_data`. Other arguments and flags as `srb_create`
+/// (`SRB_FLAG_STAGED`; not `SRB_FLAG_GRAPH`).
+///
+/// # Safety
+/// As `srb_create`.
+#[no_mangle]
+pub unsafe extern "C" fn srb_create_buckets(
+    device: i32,
+    buckets: u32,
+    capacity: usize,
+    spill: usize,
+    slots: u32,
+    num_columns: u32,
+    elem_sizes: *const usize,
+    flags: u32,
+    out: *mut *mut srb_readback,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let (ordinal, schema, config) =
+            unsafe { create_args(device, capacity, slots, num_columns, elem_sizes, flags, out)? };
+        if flags & SRB_FLAG_GRAPH != 0 {
+            return Err(Error::config("bucketed readbacks are not recorded into graphs").into());
+        }
+        let k = buckets as usize;
+        SlotLayout::with_buckets(capacity, &schema.elem_sizes(), k)?.total_bytes(slots as usize)?;
+        let config = config.buckets(k);
+        let ctx = crate::device::open(ordinal)?;
+        let inner = if flags & SRB_FLAG_APPEND != 0 {
+            if spill > 0 {
+                SlotLayout::with_buckets(spill, &schema.elem_sizes(), k)?
+                    .total_bytes(slots as usize)?;
+            }
+            let rb = AppendReadback::new(&ctx, &schema, config.spill(spill))?;
+            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            Inner::Append {
+                rb,
+                held,
+                pending: Mutex::new(Vec::new()),
+            }
+        } else {
+            let rb = BucketReadback::new(&ctx, &schema, config)?;
+            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            Inner::Buckets { rb, held }
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
+        Ok(SRB_OK)
+    })
+}
+
+/// Bucket mode: enqueues the readback of every bucket of device data already partitioned:
+/// bucket b's rows are rows `offsets[b] .. offsets[b] + counts[b]` of every column's source
+/// (`columns[i]`, `lens[i]` elements readable), where `counts` and `offsets` are device arrays
+/// of one value per bucket of kind `count_kind`, the offsets rising (as CUB's DevicePartition or
+/// an exclusive scan of the counts leaves them). Otherwise as `srb_enqueue`. Errors about the
+/// counts or offsets come from `srb_wait` (`SRB_ERR_BUCKET_OVER_CAPACITY`,
+/// `SRB_ERR_BUCKET_RANGE`, `SRB_ERR_NEGATIVE_COUNT`), with nothing copied.
+///
+/// # Safety
+/// As `srb_enqueue`; `counts` and `offsets` address one value per bucket.
+#[no_mangle]
+pub unsafe extern "C" fn srb_enqueue_buckets(
+    rb: *const srb_readback,
+    stream: *mut CUstream_st,
+    after: *mut CUevent_st,
+    columns: *const srb_devptr,
+    lens: *const usize,
+    counts: srb_devptr,
+    offsets: srb_devptr,
+    count_kind: u32,
+    seq_out: *mut u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let Inner::Buckets { rb, held } = &unsafe { handle(rb)? }.inner else {
+            return Err(invalid(
+                "srb_enqueue_buckets needs a readback created with srb_create_buckets without \
+                 SRB_FLAG_APPEND",
+            ));
+        };
+        if seq_out.is_null() {
+            return Err(invalid("seq_out is null"));
+        }
+        let kind = parse_count_kind(count_kind)?;
+        // SAFETY: per the contract.
+        let src = unsafe { sources(columns, lens, rb.schema().len())? };
+        let engine = rb.engine();
+        // SAFETY: per this function's contract; every address and the stream are checked.
+        let lease = unsafe {
+            engine.enqueue_buckets_raw(
+                stream_of(stream),
+                event_of(after),
+                src.as_slice(),
+                RawCount::new(counts, kind),
+                offsets,
+            )?
+        };
+        let ticket = ColumnTicket::from_core(
+            engine.ticket(
+                lease,
+                Fill::Pack {
+                    kind,
+                    lens: src.lens(),
+                },
+            ),
+            Arc::new(rb.schema().clone()),
+        );
+        let (seq, slot) = (ticket.seq(), ticket.slot());
+        lock(held)[slot] = Some(Arc::new(Held::Pack(ticket)));
+        // SAFETY: per the contract.
+        unsafe { *seq_out = seq };
+        Ok(SRB_OK)
+    })
+}
+
+/// Buckets of the readback (1 unless bucketed; 0 if `rb` is null).
+///
+/// # Safety
+/// `rb` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn srb_buckets(rb: *const srb_readback) -> u32 {
+    // SAFETY: per the contract.
+    match unsafe { rb.as_ref() }.map(|h| &h.inner) {
+        Some(Inner::Buckets { rb, .. }) => rb.buckets() as u32,
+        Some(Inner::Append { rb, .. }) => rb.layout().buckets() as u32,
+        Some(_) => 1,
+        None => 0,
+    }
 }
 
 /// Destroys a readback (null is ignored). Waits for its readbacks still in flight (for a
@@ -717,7 +876,7 @@ pub unsafe extern "C" fn srb_record(
 /// Host-sequenced mode: the held readback `seq`, cloned out of the table.
 fn held_of(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
     let table = match &h.inner {
-        Inner::Host { held, .. } | Inner::Append { held, .. } => held,
+        Inner::Host { held, .. } | Inner::Append { held, .. } | Inner::Buckets { held, .. } => held,
         Inner::Graph { .. } => {
             return Err(invalid(
                 "a graph readback is consumed with srb_next, not by waiting on a number",
@@ -750,6 +909,21 @@ impl Held {
             Held::Append(t, _) => Ok(t.try_wait()?.map(|r| r.count())),
         }
     }
+    /// Rows in the slot over every bucket, once complete.
+    fn rows(&self) -> crate::Result<usize> {
+        let rows = |r: crate::ColumnReadout<'_>| r.count();
+        match self {
+            Held::Pack(t) => Ok(t.try_wait()?.map(rows).unwrap_or(0)),
+            Held::Append(t, _) => match t.try_wait() {
+                Ok(r) => Ok(r.map(rows).unwrap_or(0)),
+                Err(Error::AppendOverflow { .. } | Error::BadBucket { .. }) => {
+                    Ok(rows(t.partial()?))
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
     fn wait(&self, timeout: Option<Duration>) -> crate::Result<usize> {
         match (self, timeout) {
             (Held::Pack(t), None) => t.wait().map(|r| r.count()),
@@ -758,17 +932,21 @@ impl Held {
             (Held::Append(t, _), Some(d)) => t.wait_timeout(d).map(|r| r.count()),
         }
     }
-    /// The address of `column`'s rows once complete (an overflowed append: its slot rows),
-    /// and their count; `None` while in flight.
-    fn data(&self, column: usize) -> crate::Result<Option<(*const u8, usize)>> {
-        let bytes =
-            |r: crate::ColumnReadout<'_>| r.column_bytes(column).map(|b| (b.as_ptr(), r.count()));
+    /// The address of `column`'s rows of bucket `bucket` once complete (an overflowed append:
+    /// its slot rows), and their count; `None` while in flight.
+    fn data(&self, column: usize, bucket: usize) -> crate::Result<Option<(*const u8, usize)>> {
+        let bytes = |r: crate::ColumnReadout<'_>| {
+            let n = r.bucket_count(bucket).unwrap_or(0);
+            r.bucket_column_bytes(column, bucket).map(|b| (b.as_ptr(), n))
+        };
         match self {
             Held::Pack(t) => t.try_wait()?.map(bytes).transpose(),
             Held::Append(t, _) => match t.try_wait() {
                 Ok(None) => Ok(None),
                 Ok(Some(r)) => bytes(r).map(Some),
-                Err(Error::AppendOverflow { .. }) => bytes(t.partial()?).map(Some),
+                Err(Error::AppendOverflow { .. } | Error::BadBucket { .. }) => {
+                    bytes(t.partial()?).map(Some)
+                }
                 Err(e) => Err(e),
             },
         }
@@ -909,8 +1087,9 @@ pub unsafe extern "C" fn srb_count(rb: *const srb_readback, seq: u64, count_out:
                 .held_view(seq)
                 .ok_or_else(|| invalid(format!("replay {seq} is not held")))?
                 .rows(),
-            _ => match held_of(h, seq)?.data(0)? {
-                Some((_, n)) => n,
+            _ => match held_of(h, seq)?.data(0, 0)? {
+                // The total over the buckets (each bucket's rows: srb_bucket_data).
+                Some(_) => held_of(h, seq)?.rows()?,
                 None => return Ok(SRB_NOT_READY),
             },
         };
@@ -922,7 +1101,8 @@ pub unsafe extern "C" fn srb_count(rb: *const srb_readback, seq: u64, count_out:
 
 /// Host address of column `column` of complete readback `seq` in pinned memory: its rows
 /// (`srb_count` of them), 16-byte aligned, valid until `srb_release(rb, seq)`. Null if the
-/// readback is not complete or held, or on an error (see `srb_last_error`).
+/// readback is not complete or held, or on an error (see `srb_last_error`). Bucketed readbacks
+/// are read bucket by bucket with `srb_bucket_data`.
 ///
 /// # Safety
 /// `rb` is a live handle.
@@ -945,7 +1125,14 @@ pub unsafe extern "C" fn srb_data(rb: *const srb_readback, seq: u64, column: u32
                 if column as usize >= schema_len(h) {
                     return Err(no_column());
                 }
-                match t.data(column as usize)? {
+                // SAFETY: h is a live handle.
+                let k = unsafe { srb_buckets(h) };
+                if k > 1 {
+                    return Err(invalid(format!(
+                        "the readback has {k} buckets: read each with srb_bucket_data"
+                    )));
+                }
+                match t.data(column as usize, 0)? {
                     Some((p, _)) => p,
                     None => {
                         return Err(Failure {
@@ -966,9 +1153,67 @@ pub unsafe extern "C" fn srb_data(rb: *const srb_readback, seq: u64, column: u32
     }
 }
 
+/// Host address of column `column`'s rows of bucket `bucket` of complete readback `seq`, and
+/// their number in `*count_out` (may be null): valid until `srb_release(rb, seq)`. For a
+/// readback without buckets, bucket 0 is all of it. After `SRB_ERR_APPEND_OVERFLOW` or
+/// `SRB_ERR_BAD_BUCKET`, the rows that reached the bucket. Null (and `*count_out` untouched) if
+/// the readback is not complete or held, or on an error.
+///
+/// # Safety
+/// `rb` is a live handle; `count_out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_bucket_data(
+    rb: *const srb_readback,
+    seq: u64,
+    bucket: u32,
+    column: u32,
+    count_out: *mut u64,
+) -> *const c_void {
+    let mut ptr: *const c_void = std::ptr::null();
+    let code = guard(|| {
+        // SAFETY: per the contract.
+        let h = unsafe { handle(rb)? };
+        let (p, n) = match &h.inner {
+            Inner::Graph { g, .. } => {
+                let v = g
+                    .held_view(seq)
+                    .ok_or_else(|| invalid(format!("replay {seq} is not held")))?;
+                let n = v
+                    .bucket_rows(bucket as usize)
+                    .ok_or_else(|| invalid(format!("bucket {bucket} does not exist")))?;
+                let b = v
+                    .bucket_bytes(column as usize, bucket as usize)
+                    .ok_or_else(|| invalid(format!("column {column} does not exist")))?;
+                (b.as_ptr(), n)
+            }
+            _ => match held_of(h, seq)?.data(column as usize, bucket as usize)? {
+                Some(x) => x,
+                None => {
+                    return Err(Failure {
+                        code: SRB_NOT_READY,
+                        message: format!("readback {seq} is still in flight"),
+                    })
+                }
+            },
+        };
+        if !count_out.is_null() {
+            // SAFETY: per the contract.
+            unsafe { *count_out = n as u64 };
+        }
+        ptr = p.cast();
+        Ok(SRB_OK)
+    });
+    if code == SRB_OK {
+        ptr
+    } else {
+        std::ptr::null()
+    }
+}
+
 fn schema_len(h: &srb_readback) -> usize {
     match &h.inner {
         Inner::Host { rb, .. } => rb.schema().len(),
+        Inner::Buckets { rb, .. } => rb.schema().len(),
         Inner::Append { rb, .. } => rb.schema().len(),
         Inner::Graph { g, .. } => g.schema().len(),
     }
@@ -1015,7 +1260,9 @@ pub unsafe extern "C" fn srb_fetch_spill(
                 *lock(spill) = f.clone();
                 f
             }
-            Inner::Host { .. } => return Err(invalid("srb_fetch_spill needs an append readback")),
+            Inner::Host { .. } | Inner::Buckets { .. } => {
+                return Err(invalid("srb_fetch_spill needs an append readback"))
+            }
         };
         let n = match &fetched {
             None => 0,
@@ -1032,8 +1279,9 @@ pub unsafe extern "C" fn srb_fetch_spill(
     })
 }
 
-/// Column `column` of the spilled rows that `srb_fetch_spill` brought back for `seq`, valid
-/// until `srb_release(rb, seq)`; null if none were fetched.
+/// Column `column` of the spilled rows that `srb_fetch_spill` brought back for `seq` (of every
+/// bucket: bucketed readbacks read them with `srb_spill_bucket_data`), valid until
+/// `srb_release(rb, seq)`; null if none were fetched.
 ///
 /// # Safety
 /// `rb` is a live handle.
@@ -1069,6 +1317,56 @@ pub unsafe extern "C" fn srb_spill_data(
     }
 }
 
+/// Bucketed append: column `column`'s spilled rows of bucket `bucket` that `srb_fetch_spill`
+/// brought back for `seq`, their number in `*count_out` (may be null); valid until
+/// `srb_release(rb, seq)`; null if none were fetched.
+///
+/// # Safety
+/// `rb` is a live handle; `count_out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_spill_bucket_data(
+    rb: *const srb_readback,
+    seq: u64,
+    bucket: u32,
+    column: u32,
+    count_out: *mut u64,
+) -> *const c_void {
+    let mut ptr: *const c_void = std::ptr::null();
+    let code = guard(|| {
+        // SAFETY: per the contract.
+        let h = unsafe { handle(rb)? };
+        let ticket = match &h.inner {
+            Inner::Graph { spills, .. } => lock(spills)
+                .iter()
+                .find(|(s, _)| *s == seq)
+                .map(|(_, t)| t.clone()),
+            _ => match &*held_of(h, seq)? {
+                Held::Append(_, spill) => lock(spill).clone(),
+                Held::Pack(_) => None,
+            },
+        };
+        let t = ticket.ok_or_else(|| invalid(format!("no spill of {seq} was fetched")))?;
+        let out = t.wait()?;
+        let n = out
+            .bucket_count(bucket as usize)
+            .ok_or_else(|| invalid(format!("bucket {bucket} does not exist")))?;
+        ptr = out
+            .bucket_column_bytes(column as usize, bucket as usize)?
+            .as_ptr()
+            .cast();
+        if !count_out.is_null() {
+            // SAFETY: per the contract.
+            unsafe { *count_out = n as u64 };
+        }
+        Ok(SRB_OK)
+    });
+    if code == SRB_OK {
+        ptr
+    } else {
+        std::ptr::null()
+    }
+}
+
 /// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
 /// released before it completes is still waited for on the device before its slot is reused.
 ///
@@ -1085,7 +1383,7 @@ pub unsafe extern "C" fn srb_release(rb: *const srb_readback, seq: u64) -> i32 {
                     return Err(invalid(format!("replay {seq} is not held")));
                 }
             }
-            Inner::Host { held, .. } | Inner::Append { held, .. } => {
+            Inner::Host { held, .. } | Inner::Append { held, .. } | Inner::Buckets { held, .. } => {
                 let mut table = lock(held);
                 let entry = table
                     .iter_mut()
@@ -1107,6 +1405,7 @@ pub unsafe extern "C" fn srb_capacity(rb: *const srb_readback) -> usize {
     // SAFETY: per the contract.
     match unsafe { rb.as_ref() }.map(|h| &h.inner) {
         Some(Inner::Host { rb, .. }) => rb.capacity(),
+        Some(Inner::Buckets { rb, .. }) => rb.capacity(),
         Some(Inner::Append { rb, .. }) => rb.capacity(),
         Some(Inner::Graph { g, .. }) => g.capacity(),
         None => 0,
@@ -1257,6 +1556,22 @@ mod tests {
             Error::AppendMisuse {
                 columns: 2,
                 sizes: "8, 4".into(),
+            },
+            Error::BadBucket {
+                bucket: 9,
+                buckets: 8,
+                rows: 1,
+            },
+            Error::BucketOverCapacity {
+                bucket: 1,
+                count: 9,
+                capacity: 8,
+            },
+            Error::BucketOutOfRange {
+                bucket: 1,
+                offset: 4,
+                count: 9,
+                limit: 10,
             },
             Error::ForeignContext { what: "the stream" },
             Error::BadPointer {

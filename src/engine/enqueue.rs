@@ -177,10 +177,13 @@ impl HostEngine {
             if self.state[lease.slot].scratch_dirty.load(Ordering::Relaxed) {
                 // An earlier append into this slot never finished (or was dropped before it was
                 // seen to): its count and departures may still be in the scratch.
-                // SAFETY: the slot's record, ordered after its previous use by the wait above.
+                // SAFETY: the slot's records, ordered after their previous use by the wait above.
                 unsafe {
-                    driver::memset_zero_async(self.sync_ptr(lease.slot), Self::SYNC_BYTES, stream)?
-                };
+                    driver::memset_zero_async(self.sync_ptr(lease.slot), Self::SYNC_BYTES, stream)?;
+                    if let Some((ptr, bytes)) = self.bucket_counts_of(lease.slot) {
+                        driver::memset_zero_async(ptr, bytes, stream)?;
+                    }
+                }
             }
             // Unconfirmed until a wait sees this append's trailer.
             self.mark_scratch(lease.slot, true);
@@ -231,6 +234,9 @@ impl HostEngine {
             slot: lease.slot as u32,
             num_slots: self.slots.num_slots() as u32,
             num_columns: layout.elem_sizes().len() as u32,
+            num_buckets: layout.buckets() as u32,
+            bucket_table: layout.bucket_table_offset() as u64,
+            bucket_counts: self.bucket_counts.as_ref().map_or(0, |b| b.ptr()),
             ..Default::default()
         };
         for (i, (&off, &size)) in layout
@@ -280,25 +286,39 @@ impl HostEngine {
             }
         };
         let base = spill.buffer.ptr() + (lease.slot * spill.layout.slot_stride()) as u64;
+        let k = spill.layout.buckets();
         let cols: Vec<ColumnSource> = spill
             .layout
             .column_offsets()
             .iter()
             .map(|&off| ColumnSource {
                 ptr: base + off as u64,
-                len: spill.rows,
+                len: spill.rows * k,
             })
             .collect();
         let sources = Sources::new(&cols);
-        let count = RawCount::u64(
-            self.sync_ptr(lease.slot) + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
-        );
-        // SAFETY: per the contract; the spill region and the scratch record belong to this
-        // engine and stay unwritten while the lease is held and its append is complete; the
-        // slot's event is recorded after the fetch below, so the next append waits for it.
+        // The rows each bucket spilled: the append's last block kept them.
+        let count = match self.bucket_counts_of(lease.slot) {
+            Some((ptr, bytes)) => RawCount::u64(ptr + (bytes / 2) as u64),
+            None => RawCount::u64(
+                self.sync_ptr(lease.slot)
+                    + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
+            ),
+        };
+        // SAFETY: per the contract; the spill region and the counters belong to this engine
+        // and stay unwritten while the lease is held and its append is complete; the slot's
+        // event is recorded after the fetch below, so the next append waits for it.
         let fetched = unsafe {
             self.prepare(stream, Some(self.events[lease.slot]))?;
-            fetch.enqueue_prepared(stream, sources.as_slice(), count)?
+            match &spill.offsets {
+                Some(offsets) => fetch.enqueue_buckets_prepared(
+                    stream,
+                    sources.as_slice(),
+                    count,
+                    offsets.ptr(),
+                )?,
+                None => fetch.enqueue_prepared(stream, sources.as_slice(), count)?,
+            }
         };
         // SAFETY: live event of this engine; the lease is held.
         unsafe { driver::event_record(self.events[lease.slot], stream)? };
@@ -311,6 +331,71 @@ impl HostEngine {
                 lens: sources.lens(),
             },
         )))
+    }
+
+    /// Enqueues one bucket pack on a prepared stream: `sources` partitioned into this
+    /// readback's k buckets by `counts` and `offsets` (k each, of `counts`' kind, device
+    /// memory). Returns the slot it took.
+    ///
+    /// # Safety
+    /// As [`Self::enqueue_prepared`]; `offsets` addresses k naturally aligned values of the
+    /// counts' kind in device memory of this context, allocated and unwritten meanwhile.
+    pub(crate) unsafe fn enqueue_buckets_prepared(
+        &self,
+        stream: CUstream,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: u64,
+    ) -> Result<Lease> {
+        let lease = self.acquire()?;
+        let result = (|| {
+            // SAFETY: per this function's contract; the lease is held.
+            let id = unsafe { self.order_after_previous(stream, &lease)? };
+            let p = self
+                .slots
+                .pack_buckets_params(sources, counts, offsets, lease.seq, lease.slot);
+            // SAFETY: per this function's contract; recorded by `complete` below.
+            let launched = unsafe { self.slots.launch_pack_buckets(stream, p) };
+            // SAFETY: as above.
+            let completed = unsafe { self.complete(stream, &lease, id, launched.is_ok()) };
+            launched.and(completed)
+        })();
+        if result.is_err() {
+            self.release(&lease);
+        }
+        result.map(|()| lease)
+    }
+
+    /// The whole raw-pointer bucket pack (C API, unsafe Rust): every check, then the pack.
+    ///
+    /// # Safety
+    /// As [`Self::enqueue_buckets_prepared`]; `stream` (null: the legacy stream) and `after`
+    /// are live handles.
+    pub(crate) unsafe fn enqueue_buckets_raw(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: u64,
+    ) -> Result<Lease> {
+        self.slots.check_sources(sources, counts)?;
+        if offsets == 0 || !offsets.is_multiple_of(counts.kind().size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the offsets",
+                addr: offsets,
+                align: counts.kind().size(),
+            });
+        }
+        // SAFETY: per the contract.
+        unsafe { self.slots.check_raw_stream(stream)? };
+        self.slots.check_raw_sources(sources, counts)?;
+        self.slots.check_raw_pointer("the offsets", offsets)?;
+        // SAFETY: per the contract; the stream is of this context (checked).
+        unsafe {
+            self.prepare(stream, after)?;
+            self.enqueue_buckets_prepared(stream, sources, counts, offsets)
+        }
     }
 
     /// Wraps `lease` of this engine, filled as `fill`, in a ticket.

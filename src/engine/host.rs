@@ -25,16 +25,18 @@ pub(super) struct SlotState {
     pub(super) scratch_dirty: AtomicBool,
 }
 
-/// The device-side spill region of an append readback: `rows` rows of every column per slot,
-/// in device memory, laid out like a slot without trailer.
+/// The device-side spill region of an append readback: `rows` rows of every column per slot
+/// (per bucket, bucketed), in device memory, laid out like a slot without trailer.
 #[derive(Debug)]
 pub(crate) struct Spill {
     pub(super) rows: usize,
     pub(super) buffer: DeviceBuffer,
     pub(super) layout: super::layout::SlotLayout,
-    /// The readback that brings spilled rows back (created on first use): a pack from the
-    /// spill region, `rows` rows per slot, one slot per slot of this readback.
+    /// The readback that brings spilled rows back (created on first use): a pack (bucketed: a
+    /// bucket pack) from the spill region, `rows` rows per slot (per bucket).
     pub(super) fetch: OnceLock<Arc<HostEngine>>,
+    /// Bucketed: the k offsets b * rows of the spill's buckets (device memory), for the fetch.
+    pub(super) offsets: Option<DeviceBuffer>,
 }
 
 /// A ring of host-sequenced slots with one event each.
@@ -45,6 +47,8 @@ pub(crate) struct HostEngine {
     ring: Mutex<Ring>,
     pub(super) state: Vec<SlotState>,
     pub(super) spill: Option<Spill>,
+    /// Bucketed append: per slot, the buckets' counters and their spilled rows (2 k u64).
+    pub(super) bucket_counts: Option<DeviceBuffer>,
 }
 
 // SAFETY: the CUevent handles may be used from any thread that binds the context (every
@@ -63,18 +67,37 @@ impl HostEngine {
         append: bool,
     ) -> Result<Arc<Self>> {
         let slots = Slots::new(ctx, elem_sizes, cfg, false)?;
+        let k = cfg.buckets;
         let spill = match (append, cfg.spill_rows()) {
             (false, _) | (true, 0) => None,
             (true, rows) => {
-                let layout = super::layout::SlotLayout::new(rows, elem_sizes)?;
+                let layout = super::layout::SlotLayout::with_buckets(rows, elem_sizes, k)?;
                 let bytes = layout.total_bytes(cfg.slots)?;
+                let offsets = if k > 1 {
+                    let buf = DeviceBuffer::new_zeroed(ctx, 8 * k)?;
+                    let words: Vec<u8> = (0..k as u64)
+                        .flat_map(|b| (b * rows as u64).to_le_bytes())
+                        .collect();
+                    driver::bind(ctx)?;
+                    // SAFETY: the buffer holds k u64, just allocated; nothing uses it yet.
+                    unsafe { driver::memcpy_htod(buf.ptr(), &words)? };
+                    Some(buf)
+                } else {
+                    None
+                };
                 Some(Spill {
                     rows,
                     buffer: DeviceBuffer::new_zeroed(ctx, bytes)?,
                     layout,
                     fetch: OnceLock::new(),
+                    offsets,
                 })
             }
+        };
+        let bucket_counts = if append && k > 1 {
+            Some(DeviceBuffer::new_zeroed(ctx, 16 * k * cfg.slots)?)
+        } else {
+            None
         };
         let mut events = Vec::with_capacity(cfg.slots);
         for _ in 0..cfg.slots {
@@ -96,6 +119,7 @@ impl HostEngine {
             ring: Mutex::new(Ring::new(cfg.slots)),
             state: (0..cfg.slots).map(|_| SlotState::default()).collect(),
             spill,
+            bucket_counts,
         }))
     }
 
@@ -147,6 +171,15 @@ impl HostEngine {
     /// Device address of `slot`'s [`abi::srb_slot_sync`] record.
     pub(super) fn sync_ptr(&self, slot: usize) -> u64 {
         self.slots.sync_ptr(slot)
+    }
+
+    /// Bucketed append: device address of `slot`'s 2 k counters (the buckets' counts, then
+    /// their spilled rows), and their bytes.
+    pub(super) fn bucket_counts_of(&self, slot: usize) -> Option<(u64, usize)> {
+        let k = self.slots.layout().buckets();
+        self.bucket_counts
+            .as_ref()
+            .map(|b| (b.ptr() + (slot * 16 * k) as u64, 16 * k))
     }
 
     /// Bytes of one [`abi::srb_slot_sync`] record.

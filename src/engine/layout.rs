@@ -13,20 +13,30 @@ pub(crate) const COLUMN_ALIGN: usize = abi::SRB_COLUMN_ALIGN as usize;
 pub(crate) const SLOT_ALIGN: usize = abi::SRB_SLOT_ALIGN as usize;
 /// Most columns one readback can carry.
 pub const MAX_COLUMNS: usize = abi::SRB_MAX_COLUMNS as usize;
+/// Most buckets of one bucketed readback.
+pub const MAX_BUCKETS: usize = abi::SRB_MAX_BUCKETS as usize;
 /// Bytes of a trailer.
 pub(crate) const TRAILER_BYTES: usize = std::mem::size_of::<abi::srb_trailer>();
 
 /// Where each column and the trailer sit inside a slot, in bytes: what the pack kernel and
 /// the append header write, and what the host reads. Every column region starts 16-byte
 /// aligned; the 32-byte trailer follows the last column, 16-byte aligned; slots are 128-byte
-/// aligned (`include/sized_readback/slot.h` draws it).
+/// aligned (`include/sized_readback/slot.h` draws it). A bucketed layout gives each column one
+/// region of `capacity` rows per bucket and puts the bucket table before the trailer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotLayout {
     capacity: usize,
+    buckets: usize,
     elem_sizes: Vec<usize>,
     offsets: Vec<usize>,
+    table_offset: usize,
     trailer_offset: usize,
     stride: usize,
+}
+
+/// Bytes of a bucket table of `k` buckets: four header words and one count per bucket.
+pub(crate) fn table_bytes(k: usize) -> usize {
+    8 * (4 + k)
 }
 
 fn round_up(x: usize, to: usize) -> Option<usize> {
@@ -39,8 +49,25 @@ impl SlotLayout {
     /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
     /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
     pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
+        Self::with_buckets(capacity, elem_sizes, 1)
+    }
+
+    /// Lays out `buckets` regions of `capacity` rows of each column; with more than one bucket,
+    /// the bucket table follows the columns.
+    ///
+    /// Errors: as [`SlotLayout::new`], and 0 or more than [`MAX_BUCKETS`] buckets.
+    pub(crate) fn with_buckets(
+        capacity: usize,
+        elem_sizes: &[usize],
+        buckets: usize,
+    ) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::config("capacity must be at least 1 element"));
+        }
+        if buckets == 0 || buckets > MAX_BUCKETS {
+            return Err(Error::config(format!(
+                "a readback has 1 to {MAX_BUCKETS} buckets, not {buckets}"
+            )));
         }
         if elem_sizes.is_empty() || elem_sizes.len() > MAX_COLUMNS {
             return Err(Error::config(format!(
@@ -70,9 +97,19 @@ impl SlotLayout {
                 )));
             }
             offsets.push(at);
-            let bytes = capacity.checked_mul(size).ok_or_else(overflow)?;
+            let bytes = capacity
+                .checked_mul(buckets)
+                .and_then(|r| r.checked_mul(size))
+                .ok_or_else(overflow)?;
             at = at
                 .checked_add(bytes)
+                .and_then(|v| round_up(v, COLUMN_ALIGN))
+                .ok_or_else(overflow)?;
+        }
+        let table_offset = at;
+        if buckets > 1 {
+            at = at
+                .checked_add(table_bytes(buckets))
                 .and_then(|v| round_up(v, COLUMN_ALIGN))
                 .ok_or_else(overflow)?;
         }
@@ -84,16 +121,26 @@ impl SlotLayout {
         // Device addresses and the kernel's arithmetic are 64-bit; so is every supported host.
         Ok(SlotLayout {
             capacity,
+            buckets,
             elem_sizes: elem_sizes.to_vec(),
             offsets,
+            table_offset,
             trailer_offset,
             stride,
         })
     }
 
-    /// Elements of each column one slot holds.
+    /// Rows of each column one slot holds (per bucket, in a bucketed layout).
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+    /// Buckets (1 unless bucketed).
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+    /// Byte offset of the bucket table within a slot (bucketed layouts; else the trailer's).
+    pub fn bucket_table_offset(&self) -> usize {
+        self.table_offset
     }
     /// Bytes per element of each column.
     pub fn elem_sizes(&self) -> &[usize] {
@@ -160,6 +207,19 @@ mod tests {
         assert_eq!(l.trailer_offset(), 112);
         assert_eq!(l.row_bytes(), 25);
         assert_eq!(l.slot_stride(), 256);
+    }
+
+    #[test]
+    fn bucketed_layout() {
+        let l = SlotLayout::with_buckets(3, &[8, 4], 4).unwrap();
+        assert_eq!(l.column_offsets(), &[0, 96]);
+        assert_eq!(l.bucket_table_offset(), 144);
+        assert_eq!(l.trailer_offset(), 144 + 64); // 4 header words + 4 counts
+        assert_eq!(l.buckets(), 4);
+        assert_eq!(table_bytes(4), 64);
+        assert!(SlotLayout::with_buckets(3, &[8], 0).is_err());
+        assert!(SlotLayout::with_buckets(3, &[8], MAX_BUCKETS + 1).is_err());
+        assert!(SlotLayout::with_buckets(usize::MAX / 16, &[8], 256).is_err());
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl Lens {
 pub(crate) struct Slots {
     ctx: Arc<CudaContext>,
     pack: Kernel,
+    pack_buckets: Kernel,
     layout: SlotLayout,
     transport: Transport,
     wait: WaitMode,
@@ -170,8 +171,13 @@ impl Slots {
         cfg: &ReadbackConfig,
         device_sequenced: bool,
     ) -> Result<Self> {
-        let layout = SlotLayout::new(cfg.capacity, elem_sizes)?;
+        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets)?;
         let total = layout.total_bytes(cfg.slots)?;
+        if device_sequenced && cfg.buckets > 1 {
+            return Err(Error::config(
+                "graph readbacks have one bucket: use a ticket-based bucketed readback",
+            ));
+        }
         if cfg.slots > u32::MAX as usize {
             return Err(Error::config("more than 2^32 slots"));
         }
@@ -197,6 +203,7 @@ impl Slots {
         driver::bind(ctx)?;
         let module = Module::library(ctx)?;
         let pack = module.function(c"srb_pack")?;
+        let pack_buckets = module.function(c"srb_pack_buckets")?;
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(Error::cuda("cuDeviceGetAttribute"))?;
@@ -254,6 +261,7 @@ impl Slots {
         Ok(Slots {
             ctx: ctx.clone(),
             pack,
+            pack_buckets,
             layout,
             transport: cfg.transport,
             wait,
@@ -331,6 +339,28 @@ impl Slots {
     pub(crate) fn trailer(&self, slot: usize) -> Trailer {
         // SAFETY: as in seq_visible; the fields are plain integers.
         unsafe { std::ptr::read_volatile(self.trailer_ptr(slot)) }
+    }
+
+    /// The bucket table of `slot` (bucketed layouts), read once the readback is complete.
+    pub(crate) fn bucket_table(&self, slot: usize) -> trailer::BucketTable {
+        let k = self.layout.buckets();
+        let off = slot * self.layout.slot_stride() + self.layout.bucket_table_offset();
+        // SAFETY: the table's 4 + k words lie in bounds of the host buffer (the layout reserves
+        // them before the trailer), 8-byte aligned; the kernel wrote them before the trailer's
+        // fence, and the caller took the acquire.
+        let words = unsafe {
+            let p = self.host.host_ptr().add(off).cast::<u64>();
+            (0..4 + k)
+                .map(|i| std::ptr::read_volatile(p.add(i)))
+                .collect::<Vec<u64>>()
+        };
+        trailer::BucketTable {
+            bad_rows: words[0],
+            bad_bucket: words[1],
+            bad_offset: words[2],
+            bad_limit: words[3],
+            counts: words[4..].to_vec(),
+        }
     }
 
     /// Errors unless `stream` belongs to this readback's context.
@@ -471,6 +501,66 @@ impl Slots {
             };
         }
         p
+    }
+
+    /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
+    /// the k buckets partition), `counts` and `offsets` (k each, of `counts`' kind), into slot
+    /// `slot` as readback `seq`.
+    fn pack_buckets_params(
+        &self,
+        columns: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+        seq: u64,
+        slot: usize,
+    ) -> abi::srb_pack_buckets_params {
+        let mut p = abi::srb_pack_buckets_params {
+            counts_ptr: counts.ptr,
+            offsets_ptr: offsets,
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            bucket_table: self.layout.bucket_table_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            seq,
+            slot_sync: self.sync.ptr(),
+            slot: slot as u32,
+            num_slots: self.num_slots as u32,
+            count_kind: counts.kind.abi(),
+            num_buckets: self.layout.buckets() as u32,
+            num_columns: columns.len() as u32,
+            reserved: 0,
+            columns: Default::default(),
+        };
+        for (i, c) in columns.iter().enumerate() {
+            p.columns[i] = abi::srb_column {
+                src: c.ptr,
+                src_len: c.len as u64,
+                dst_offset: self.layout.column_offsets()[i] as u64,
+                elem_size: self.layout.elem_sizes()[i] as u32,
+                reserved: 0,
+            };
+        }
+        p
+    }
+
+    /// Launches the bucket pack kernel with `p`: one block per bucket.
+    ///
+    /// # Safety
+    /// As [`Slots::launch_pack`], for the counts, offsets and sources of `p`.
+    unsafe fn launch_pack_buckets(
+        &self,
+        stream: CUstream,
+        mut p: abi::srb_pack_buckets_params,
+    ) -> Result<()> {
+        let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<std::ffi::c_void>()];
+        let shape = LaunchShape {
+            grid: p.num_buckets.max(1),
+            ..self.shape
+        };
+        // SAFETY: one parameter of type srb_pack_buckets_params (bindgen from the kernel's
+        // header); the rest per the contract.
+        unsafe { self.pack_buckets.launch(stream, shape, &mut args) }
     }
 
     /// Launches the pack kernel with `p`.

@@ -71,6 +71,9 @@ impl TicketCore {
         let slots = self.engine.slots();
         let t = slots.trailer(self.lease.slot);
         let capacity = slots.layout().capacity();
+        if slots.layout().buckets() > 1 {
+            return self.decode_buckets(t);
+        }
         let rows = match self.fill {
             Fill::Pack { kind, lens } => trailer::decode(
                 &t,
@@ -106,12 +109,92 @@ impl TicketCore {
         Ok(SlotView::new(slots, self.lease.slot, rows, self.lease.seq))
     }
 
+    /// A bucketed slot's rows per bucket, or its error.
+    fn decode_buckets(&self, t: trailer::Trailer) -> Result<SlotView<'_>> {
+        let slots = self.engine.slots();
+        let capacity = slots.layout().capacity();
+        let filler = match self.fill {
+            Fill::Pack { kind, lens } => {
+                return self.decode_bucket_pack(t, kind, lens);
+            }
+            Fill::Append => {
+                if t.seq != self.lease.seq {
+                    return Err(Error::AppendUnfinished {
+                        seq: self.lease.seq,
+                    });
+                }
+                self.engine.mark_scratch_clean(self.lease.slot);
+                Filler::Append {
+                    spill_capacity: self.engine.spill_rows() as u64,
+                    columns: slots.layout().elem_sizes(),
+                }
+            }
+        };
+        let table = slots.bucket_table(self.lease.slot);
+        let rows = trailer::decode_buckets(
+            &t,
+            &table,
+            self.lease.seq,
+            self.lease.slot,
+            capacity,
+            filler,
+        )?;
+        Ok(SlotView::with_buckets(
+            slots,
+            self.lease.slot,
+            rows,
+            self.lease.seq,
+        ))
+    }
+
+    fn decode_bucket_pack(
+        &self,
+        t: trailer::Trailer,
+        kind: CountKind,
+        lens: Lens,
+    ) -> Result<SlotView<'_>> {
+        let slots = self.engine.slots();
+        let table = slots.bucket_table(self.lease.slot);
+        let rows = trailer::decode_buckets(
+            &t,
+            &table,
+            self.lease.seq,
+            self.lease.slot,
+            slots.layout().capacity(),
+            Filler::Pack {
+                kind,
+                source_lens: lens.as_slice(),
+            },
+        )?;
+        Ok(SlotView::with_buckets(
+            slots,
+            self.lease.slot,
+            rows,
+            self.lease.seq,
+        ))
+    }
+
     /// Append: the rows that reached the slot, also after an [`Error::AppendOverflow`] (then
-    /// `capacity` rows). Waits for the readback first; other errors as [`Self::wait_until`].
+    /// `capacity` rows, or per bucket at most `capacity`) or an [`Error::BadBucket`]. Waits for
+    /// the readback first; other errors as [`Self::wait_until`].
     pub(crate) fn partial(&self) -> Result<SlotView<'_>> {
+        let slots = self.engine.slots();
         match self.wait_until(None) {
+            Err(Error::AppendOverflow { .. } | Error::BadBucket { .. })
+                if slots.layout().buckets() > 1 =>
+            {
+                let table = slots.bucket_table(self.lease.slot);
+                let cap = slots.layout().capacity() as u64;
+                let rows = table.counts.iter().map(|&c| c.min(cap) as usize).collect();
+                Ok(SlotView::with_buckets(
+                    slots,
+                    self.lease.slot,
+                    rows,
+                    self.lease.seq,
+                ))
+            }
             Err(Error::AppendOverflow { capacity, .. }) => Ok(SlotView::new(
-                self.engine.slots(),
+                slots,
                 self.lease.slot,
                 capacity,
                 self.lease.seq,

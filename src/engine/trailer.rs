@@ -7,6 +7,132 @@ use crate::raw::abi;
 /// The trailer at the end of every slot, as a kernel wrote it.
 pub(crate) type Trailer = abi::srb_trailer;
 
+/// The bucket table of a bucketed slot, as the host read it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct BucketTable {
+    pub(crate) bad_rows: u64,
+    pub(crate) bad_bucket: u64,
+    pub(crate) bad_offset: u64,
+    pub(crate) bad_limit: u64,
+    /// Each bucket's true count (as read, for a bucket pack: sign-extended).
+    pub(crate) counts: Vec<u64>,
+}
+
+/// Decodes a bucketed slot: its trailer `t` and table, `capacity` rows per bucket. Returns the
+/// rows of each bucket in the slot, or the error the trailer and table report.
+pub(crate) fn decode_buckets(
+    t: &Trailer,
+    table: &BucketTable,
+    expected: u64,
+    slot: usize,
+    capacity: usize,
+    filler: Filler<'_>,
+) -> Result<Vec<usize>> {
+    let corrupt = || Error::CorruptTrailer {
+        slot,
+        expected,
+        found: t.seq,
+        magic: t.magic,
+    };
+    if t.seq != expected || t.magic != abi::SRB_TRAILER_MAGIC {
+        return Err(corrupt());
+    }
+    let k = table.counts.len();
+    let cap = capacity as u64;
+    match filler {
+        Filler::Pack { kind, .. } => {
+            let bucket = table.bad_bucket as usize;
+            let count = |b: usize| table.counts.get(b).copied().unwrap_or(0);
+            if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
+                let raw = count(bucket);
+                return Err(Error::NegativeCount {
+                    count: if kind == CountKind::I32 {
+                        raw as i64 as i32 as i64
+                    } else {
+                        raw as i64
+                    },
+                });
+            }
+            if t.status & abi::SRB_STATUS_OVER_CAPACITY != 0 {
+                return Err(Error::BucketOverCapacity {
+                    bucket,
+                    count: count(bucket),
+                    capacity,
+                });
+            }
+            if t.status & abi::SRB_STATUS_BAD_OFFSETS != 0 {
+                return Err(Error::BucketOutOfRange {
+                    bucket,
+                    offset: table.bad_offset,
+                    count: count(bucket),
+                    limit: table.bad_limit,
+                });
+            }
+            if t.status != abi::SRB_STATUS_OK
+                || table.counts.iter().any(|&c| c > cap)
+                || t.count_raw != table.counts.iter().sum::<u64>()
+                || t.count_copied != t.count_raw
+            {
+                return Err(corrupt());
+            }
+            Ok(table.counts.iter().map(|&c| c as usize).collect())
+        }
+        Filler::Append {
+            spill_capacity,
+            columns,
+        } => {
+            let known = abi::SRB_STATUS_SPILLED
+                | abi::SRB_STATUS_DROPPED
+                | abi::SRB_STATUS_MISUSE
+                | abi::SRB_STATUS_BAD_BUCKET;
+            if t.status & !known != 0 {
+                return Err(corrupt());
+            }
+            if t.status & abi::SRB_STATUS_MISUSE != 0 {
+                return Err(misuse(columns));
+            }
+            let rows: Vec<usize> = table.counts.iter().map(|&c| c.min(cap) as usize).collect();
+            let total: u64 = table.counts.iter().sum();
+            if t.count_raw != total || t.count_copied != rows.iter().sum::<usize>() as u64 {
+                return Err(corrupt());
+            }
+            if t.status & abi::SRB_STATUS_BAD_BUCKET != 0 {
+                return Err(Error::BadBucket {
+                    bucket: table.bad_bucket,
+                    buckets: k,
+                    rows: table.bad_rows,
+                });
+            }
+            if table.counts.iter().any(|&c| c > cap) {
+                let spilled: u64 = table
+                    .counts
+                    .iter()
+                    .map(|&c| c.saturating_sub(cap).min(spill_capacity))
+                    .sum();
+                let over: u64 = table.counts.iter().map(|&c| c.saturating_sub(cap)).sum();
+                return Err(Error::AppendOverflow {
+                    count: total,
+                    capacity,
+                    spilled,
+                    dropped: over - spilled,
+                });
+            }
+            Ok(rows)
+        }
+    }
+}
+
+fn misuse(columns: &[usize]) -> Error {
+    Error::AppendMisuse {
+        columns: columns.len(),
+        sizes: columns
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 /// What a slot was filled by, and what decoding needs to know about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Filler<'a> {
@@ -82,14 +208,7 @@ pub(crate) fn decode(
                 return Err(corrupt());
             }
             if t.status & abi::SRB_STATUS_MISUSE != 0 {
-                return Err(Error::AppendMisuse {
-                    columns: columns.len(),
-                    sizes: columns
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                });
+                return Err(misuse(columns));
             }
             let cap = capacity as u64;
             let copied = count.min(cap);
@@ -188,6 +307,85 @@ mod tests {
         assert!(decode(&mismatch, 7, 0, 8, p).is_err());
         let too_big = trailer(9, 9, 0, 7);
         assert!(decode(&too_big, 7, 0, 8, pack(CountKind::I32, &[9])).is_err());
+    }
+
+    fn table(counts: &[u64]) -> BucketTable {
+        BucketTable {
+            counts: counts.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bucketed_slots_report_each_bucket() {
+        let a = Filler::Append {
+            spill_capacity: 2,
+            columns: &[8],
+        };
+        let ok = trailer(6, 6, 0, 4);
+        assert_eq!(
+            decode_buckets(&ok, &table(&[1, 0, 5]), 4, 0, 5, a).unwrap(),
+            [1, 0, 5]
+        );
+        // Bucket 1 over by 3: 2 spilled, 1 dropped; the other buckets' rows stay.
+        let over = trailer(10, 7, abi::SRB_STATUS_SPILLED | abi::SRB_STATUS_DROPPED, 4);
+        assert!(matches!(
+            decode_buckets(&over, &table(&[2, 8, 0]), 4, 0, 5, a),
+            Err(Error::AppendOverflow {
+                count: 10,
+                capacity: 5,
+                spilled: 2,
+                dropped: 1
+            })
+        ));
+        let mut bad = table(&[1, 1]);
+        bad.bad_rows = 3;
+        bad.bad_bucket = 9;
+        let t = trailer(2, 2, abi::SRB_STATUS_BAD_BUCKET, 4);
+        assert!(matches!(
+            decode_buckets(&t, &bad, 4, 0, 5, a),
+            Err(Error::BadBucket {
+                bucket: 9,
+                buckets: 2,
+                rows: 3
+            })
+        ));
+        // A table that does not add up to the trailer is corrupt.
+        assert!(matches!(
+            decode_buckets(&ok, &table(&[1, 0, 4]), 4, 0, 5, a),
+            Err(Error::CorruptTrailer { .. })
+        ));
+        // Bucket packs: the first offending bucket, with its numbers.
+        let p = pack(CountKind::U32, &[100]);
+        let mut t2 = table(&[3, 9]);
+        t2.bad_bucket = 1;
+        let over = trailer(12, 0, abi::SRB_STATUS_OVER_CAPACITY, 4);
+        assert!(matches!(
+            decode_buckets(&over, &t2, 4, 0, 5, p),
+            Err(Error::BucketOverCapacity {
+                bucket: 1,
+                count: 9,
+                capacity: 5
+            })
+        ));
+        let mut t3 = table(&[3, 4]);
+        t3.bad_bucket = 0;
+        t3.bad_offset = 10;
+        t3.bad_limit = 12;
+        let range = trailer(7, 0, abi::SRB_STATUS_BAD_OFFSETS, 4);
+        assert!(matches!(
+            decode_buckets(&range, &t3, 4, 0, 5, p),
+            Err(Error::BucketOutOfRange {
+                bucket: 0,
+                offset: 10,
+                count: 3,
+                limit: 12
+            })
+        ));
+        assert_eq!(
+            decode_buckets(&trailer(7, 7, 0, 4), &table(&[3, 4]), 4, 0, 5, p).unwrap(),
+            [3, 4]
+        );
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The host's view of one complete slot: its rows, column by column, in pinned memory.
 use super::Slots;
 
-/// `rows` rows of every column of slot `slot`, readback `seq`. Made only for a complete
-/// readback whose slot stays held for `'a`.
+/// `rows` rows of every column of slot `slot`, readback `seq` (bucketed: `buckets[b]` rows of
+/// bucket b, `rows` their sum). Made only for a complete readback whose slot stays held for
+/// `'a`.
 #[derive(Debug)]
 pub(crate) struct SlotView<'a> {
     slots: &'a Slots,
     slot: usize,
     rows: usize,
     seq: u64,
+    buckets: Vec<usize>,
 }
 
 impl<'a> SlotView<'a> {
@@ -21,12 +23,73 @@ impl<'a> SlotView<'a> {
             slot,
             rows,
             seq,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// The view of a bucketed slot with `buckets[b]` (<= capacity) rows in bucket b.
+    pub(crate) fn with_buckets(
+        slots: &'a Slots,
+        slot: usize,
+        buckets: Vec<usize>,
+        seq: u64,
+    ) -> Self {
+        debug_assert!(buckets.iter().all(|&r| r <= slots.layout().capacity()));
+        SlotView {
+            slots,
+            slot,
+            rows: buckets.iter().sum(),
+            seq,
+            buckets,
         }
     }
 
     /// The same view for a shorter borrow.
     pub(crate) fn reborrow(&self) -> SlotView<'_> {
-        SlotView { ..*self }
+        SlotView {
+            buckets: self.buckets.clone(),
+            ..*self
+        }
+    }
+
+    /// Buckets of the slot (1 unless bucketed).
+    pub(crate) fn buckets(&self) -> usize {
+        self.buckets.len().max(1)
+    }
+    /// Rows of bucket `b` (`None` past the last bucket).
+    pub(crate) fn bucket_rows(&self, b: usize) -> Option<usize> {
+        if self.buckets.is_empty() {
+            (b == 0).then_some(self.rows)
+        } else {
+            self.buckets.get(b).copied()
+        }
+    }
+
+    /// Column `col`'s rows of bucket `b`; `None` if there is no such column or bucket.
+    pub(crate) fn bucket_bytes(&self, col: usize, b: usize) -> Option<&'a [u8]> {
+        let size = *self.slots.layout().elem_sizes().get(col)?;
+        let rows = self.bucket_rows(b)?;
+        let start = b * self.slots.layout().capacity() * size;
+        // SAFETY: bucket b's region of the column lies in the slot (the layout gives every
+        // column buckets * capacity rows); the readback is complete and the slot held for 'a.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                self.slots.column_host_ptr(self.slot, col).add(start),
+                rows * size,
+            )
+        })
+    }
+
+    /// Column `col`'s rows of bucket `b` as values of `T`.
+    ///
+    /// # Safety
+    /// As [`SlotView::column`]; `b` is a bucket of the slot.
+    pub(crate) unsafe fn bucket_column<T>(&self, col: usize, b: usize) -> &'a [T] {
+        let rows = self.bucket_rows(b).unwrap_or(0);
+        let start = b * self.slots.layout().capacity();
+        let ptr = self.slots.column_host_ptr(self.slot, col).cast::<T>();
+        // SAFETY: per the contract and as in bucket_bytes.
+        unsafe { std::slice::from_raw_parts(ptr.add(start), rows) }
     }
 
     pub(crate) fn rows(&self) -> usize {
@@ -60,6 +123,9 @@ impl<'a> SlotView<'a> {
 
 impl Clone for SlotView<'_> {
     fn clone(&self) -> Self {
-        SlotView { ..*self }
+        SlotView {
+            buckets: self.buckets.clone(),
+            ..*self
+        }
     }
 }

@@ -315,7 +315,6 @@ pub(crate) unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<(sys::CUco
 ///
 /// # Safety
 /// `dst` is device memory of at least `src.len()` bytes in the current context.
-#[cfg(feature = "testing")]
 pub(crate) unsafe fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
     check(
         // SAFETY: per the contract.
