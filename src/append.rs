@@ -64,7 +64,7 @@
 //! grow the readback to the true count and run the kernel again.
 use crate::columns::{ColumnReadout, ColumnSchema, ColumnTicket};
 use crate::config::{ReadbackConfig, Transport, WaitMode};
-use crate::engine::host::HostEngine;
+use crate::engine::host::{Filled, HostEngine};
 use crate::engine::layout::SlotLayout;
 use crate::engine::ring::Lease;
 use crate::engine::ticket::{Fill, TicketCore};
@@ -144,7 +144,12 @@ impl AppendReadback {
     ) -> Result<Self> {
         schema.validate()?;
         Ok(AppendReadback {
-            engine: RwLock::new(HostEngine::new(ctx, &schema.elem_sizes(), &config, true)?),
+            engine: RwLock::new(HostEngine::new(
+                ctx,
+                &schema.elem_sizes(),
+                &config,
+                Filled::Append,
+            )?),
             schema: Arc::new(schema.clone()),
         })
     }
@@ -199,7 +204,12 @@ impl AppendReadback {
         let old = self.engine();
         let mut config = old.slots().config().clone();
         config.capacity = capacity;
-        let new = HostEngine::new(old.context(), &self.schema.elem_sizes(), &config, true)?;
+        let new = HostEngine::new(
+            old.context(),
+            &self.schema.elem_sizes(),
+            &config,
+            Filled::Append,
+        )?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
     }

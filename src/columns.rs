@@ -37,7 +37,7 @@
 //! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::{CountType, Element};
-use crate::engine::host::HostEngine;
+use crate::engine::host::{Filled, HostEngine};
 use crate::engine::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS};
 use crate::engine::ticket::{Fill, TicketCore};
 use crate::engine::view::SlotView;
@@ -477,7 +477,12 @@ impl ColumnReadback {
             ));
         }
         Ok(ColumnReadback {
-            engine: RwLock::new(HostEngine::new(ctx, &schema.elem_sizes(), &config, false)?),
+            engine: RwLock::new(HostEngine::new(
+                ctx,
+                &schema.elem_sizes(),
+                &config,
+                Filled::Pack,
+            )?),
             schema: Arc::new(schema.clone()),
         })
     }
@@ -534,7 +539,12 @@ impl ColumnReadback {
         let old = self.engine();
         let mut config = old.slots().config().clone();
         config.capacity = capacity;
-        let new = HostEngine::new(old.context(), &self.schema.elem_sizes(), &config, false)?;
+        let new = HostEngine::new(
+            old.context(),
+            &self.schema.elem_sizes(),
+            &config,
+            Filled::Pack,
+        )?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
     }
@@ -671,7 +681,7 @@ impl BucketReadback {
     ) -> Result<Self> {
         schema.validate()?;
         Ok(BucketReadback {
-            engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, false)?,
+            engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, Filled::BucketPack)?,
             schema: Arc::new(schema.clone()),
         })
     }

@@ -52,7 +52,7 @@ use crate::columns::{Column, ColumnReadout, ColumnSchema, ColumnTicket};
 use crate::config::ReadbackConfig;
 use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
-use crate::engine::host::HostEngine;
+use crate::engine::host::{Filled, HostEngine};
 use crate::engine::layout::SlotLayout;
 use crate::engine::ticket::Fill;
 use crate::engine::view::SlotView;
@@ -389,7 +389,12 @@ impl GraphReadback {
                 let mut cfg = slots.config().clone();
                 cfg.capacity = self.engine.spill_rows();
                 cfg.slots = 2;
-                let e = HostEngine::new(slots.context(), slots.layout().elem_sizes(), &cfg, false)?;
+                let e = HostEngine::new(
+                    slots.context(),
+                    slots.layout().elem_sizes(),
+                    &cfg,
+                    Filled::Pack,
+                )?;
                 self.spill_fetch.get_or_init(|| e).clone()
             }
         };

@@ -99,3 +99,23 @@ extern "C" __global__ void srbt_append_step(srb_append_desc d, uint64_t n, uint6
     const uint64_t s = *step;
     srbt_runner<256, srbt_idx<0u, 1u>, uint64_t, uint32_t>::run(d, n, srbt_step_count(s, max_count), p, s, 0);
 }
+
+// Buckets: candidate i (kept as above) goes to bucket srbt_bucket(seed, i, named) of a bucketed
+// readback; with `named` above the readback's buckets, some rows name a bucket out of range.
+// Columns: u64 and u32 values of the row, as srbt_value.
+__device__ __forceinline__ unsigned srbt_bucket(uint64_t seed, uint64_t i, unsigned named) {
+    return (unsigned)(srbt_mix(seed + 0x5555 + i) % named);
+}
+extern "C" __global__ void srbt_append_buckets(srb_append_desc d, uint64_t n, uint64_t count, uint64_t p,
+                                               uint64_t seed, unsigned named) {
+    using Append = srb::BlockAppendTo<256, 256, uint64_t, uint32_t>;
+    __shared__ Append::TempStorage tmp;
+    Append app(tmp, d);
+    for (uint64_t base = (uint64_t)blockIdx.x * 256; base < n; base += (uint64_t)gridDim.x * 256) {
+        const uint64_t i = base + threadIdx.x;
+        const bool keep = srbt_keep(i, n, count, p);
+        app.append_to(srbt_bucket(seed, i, named), keep, srbt_value<uint64_t>(seed, i, 0),
+                      srbt_value<uint32_t>(seed, i, 1));
+    }
+    app.finish();
+}

@@ -548,12 +548,13 @@ pub unsafe extern "C" fn srb_create_buckets(
             return Err(Error::config("bucketed readbacks are not recorded into graphs").into());
         }
         let k = buckets as usize;
-        SlotLayout::with_buckets(capacity, &schema.elem_sizes(), k)?.total_bytes(slots as usize)?;
+        SlotLayout::with_buckets(capacity, &schema.elem_sizes(), k, true)?
+            .total_bytes(slots as usize)?;
         let config = config.buckets(k);
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_APPEND != 0 {
             if spill > 0 {
-                SlotLayout::with_buckets(spill, &schema.elem_sizes(), k)?
+                SlotLayout::with_buckets(spill, &schema.elem_sizes(), k, false)?
                     .total_bytes(slots as usize)?;
             }
             let rb = AppendReadback::new(&ctx, &schema, config.spill(spill))?;
@@ -937,7 +938,8 @@ impl Held {
     fn data(&self, column: usize, bucket: usize) -> crate::Result<Option<(*const u8, usize)>> {
         let bytes = |r: crate::ColumnReadout<'_>| {
             let n = r.bucket_count(bucket).unwrap_or(0);
-            r.bucket_column_bytes(column, bucket).map(|b| (b.as_ptr(), n))
+            r.bucket_column_bytes(column, bucket)
+                .map(|b| (b.as_ptr(), n))
         };
         match self {
             Held::Pack(t) => t.try_wait()?.map(bytes).transpose(),

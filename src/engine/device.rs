@@ -81,7 +81,7 @@ impl DeviceEngine {
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
     ) -> Result<Self> {
-        let slots = Slots::new(ctx, elem_sizes, cfg, true)?;
+        let slots = Slots::new(ctx, elem_sizes, cfg, true, false)?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
         let spill = match cfg.spill_rows() {

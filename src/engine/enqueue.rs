@@ -2,7 +2,7 @@
 //! producer's event, the capture check, taking a slot, ordering after the slot's previous
 //! readback, the kernel (the pack, or the user's append kernel between `append_begin` and
 //! `append_end`), the staged copy and the slot's event.
-use super::host::HostEngine;
+use super::host::{Filled, HostEngine};
 use super::ring::Lease;
 use super::ticket::{Fill, TicketCore};
 use super::{ColumnSource, RawCount, Sources};
@@ -280,8 +280,16 @@ impl HostEngine {
             None => {
                 let mut cfg = self.slots.config().clone();
                 cfg.capacity = spill.rows;
-                let engine =
-                    HostEngine::new(self.context(), spill.layout.elem_sizes(), &cfg, false)?;
+                let engine = HostEngine::new(
+                    self.context(),
+                    spill.layout.elem_sizes(),
+                    &cfg,
+                    if spill.layout.buckets() > 1 {
+                        Filled::BucketPack
+                    } else {
+                        Filled::Pack
+                    },
+                )?;
                 spill.fetch.get_or_init(|| engine).clone()
             }
         };

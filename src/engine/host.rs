@@ -39,6 +39,17 @@ pub(crate) struct Spill {
     pub(super) offsets: Option<DeviceBuffer>,
 }
 
+/// What fills a host-sequenced readback's slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// The pack kernel (one bucket).
+    Pack,
+    /// The bucket pack (every slot has a bucket table, also with one bucket).
+    BucketPack,
+    /// Append kernels (a spill region; bucketed with more than one bucket).
+    Append,
+}
+
 /// A ring of host-sequenced slots with one event each.
 #[derive(Debug)]
 pub(crate) struct HostEngine {
@@ -58,20 +69,21 @@ unsafe impl Send for HostEngine {}
 unsafe impl Sync for HostEngine {}
 
 impl HostEngine {
-    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`; with `spill`,
-    /// an append readback with a spill region of `cfg.spill_rows()` rows per slot.
+    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`, filled as
+    /// `filled` (an append readback has a spill region of `cfg.spill_rows()` rows per slot).
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
-        append: bool,
+        filled: Filled,
     ) -> Result<Arc<Self>> {
-        let slots = Slots::new(ctx, elem_sizes, cfg, false)?;
+        let append = filled == Filled::Append;
+        let slots = Slots::new(ctx, elem_sizes, cfg, false, filled == Filled::BucketPack)?;
         let k = cfg.buckets;
         let spill = match (append, cfg.spill_rows()) {
             (false, _) | (true, 0) => None,
             (true, rows) => {
-                let layout = super::layout::SlotLayout::with_buckets(rows, elem_sizes, k)?;
+                let layout = super::layout::SlotLayout::with_buckets(rows, elem_sizes, k, false)?;
                 let bytes = layout.total_bytes(cfg.slots)?;
                 let offsets = if k > 1 {
                     let buf = DeviceBuffer::new_zeroed(ctx, 8 * k)?;

@@ -27,6 +27,7 @@ pub(crate) const TRAILER_BYTES: usize = std::mem::size_of::<abi::srb_trailer>();
 pub struct SlotLayout {
     capacity: usize,
     buckets: usize,
+    table: bool,
     elem_sizes: Vec<usize>,
     offsets: Vec<usize>,
     table_offset: usize,
@@ -49,17 +50,18 @@ impl SlotLayout {
     /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
     /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
     pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
-        Self::with_buckets(capacity, elem_sizes, 1)
+        Self::with_buckets(capacity, elem_sizes, 1, false)
     }
 
-    /// Lays out `buckets` regions of `capacity` rows of each column; with more than one bucket,
-    /// the bucket table follows the columns.
+    /// Lays out `buckets` regions of `capacity` rows of each column; with more than one bucket
+    /// (or with `table`), the bucket table follows the columns.
     ///
     /// Errors: as [`SlotLayout::new`], and 0 or more than [`MAX_BUCKETS`] buckets.
     pub(crate) fn with_buckets(
         capacity: usize,
         elem_sizes: &[usize],
         buckets: usize,
+        table: bool,
     ) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::config("capacity must be at least 1 element"));
@@ -107,7 +109,8 @@ impl SlotLayout {
                 .ok_or_else(overflow)?;
         }
         let table_offset = at;
-        if buckets > 1 {
+        let table = table || buckets > 1;
+        if table {
             at = at
                 .checked_add(table_bytes(buckets))
                 .and_then(|v| round_up(v, COLUMN_ALIGN))
@@ -122,6 +125,7 @@ impl SlotLayout {
         Ok(SlotLayout {
             capacity,
             buckets,
+            table,
             elem_sizes: elem_sizes.to_vec(),
             offsets,
             table_offset,
@@ -137,6 +141,10 @@ impl SlotLayout {
     /// Buckets (1 unless bucketed).
     pub fn buckets(&self) -> usize {
         self.buckets
+    }
+    /// Whether the slot has a bucket table (bucketed layouts).
+    pub fn has_bucket_table(&self) -> bool {
+        self.table
     }
     /// Byte offset of the bucket table within a slot (bucketed layouts; else the trailer's).
     pub fn bucket_table_offset(&self) -> usize {
@@ -211,15 +219,19 @@ mod tests {
 
     #[test]
     fn bucketed_layout() {
-        let l = SlotLayout::with_buckets(3, &[8, 4], 4).unwrap();
+        let l = SlotLayout::with_buckets(3, &[8, 4], 4, false).unwrap();
         assert_eq!(l.column_offsets(), &[0, 96]);
         assert_eq!(l.bucket_table_offset(), 144);
         assert_eq!(l.trailer_offset(), 144 + 64); // 4 header words + 4 counts
         assert_eq!(l.buckets(), 4);
         assert_eq!(table_bytes(4), 64);
-        assert!(SlotLayout::with_buckets(3, &[8], 0).is_err());
-        assert!(SlotLayout::with_buckets(3, &[8], MAX_BUCKETS + 1).is_err());
-        assert!(SlotLayout::with_buckets(usize::MAX / 16, &[8], 256).is_err());
+        assert!(SlotLayout::with_buckets(3, &[8], 0, false).is_err());
+        assert!(SlotLayout::with_buckets(3, &[8], MAX_BUCKETS + 1, false).is_err());
+        assert!(SlotLayout::with_buckets(usize::MAX / 16, &[8], 256, false).is_err());
+        // One bucket with a table (a bucket pack of one bucket).
+        let one = SlotLayout::with_buckets(3, &[8], 1, true).unwrap();
+        assert!(one.has_bucket_table() && one.trailer_offset() == 32 + 48);
+        assert!(!SlotLayout::new(3, &[8]).unwrap().has_bucket_table());
     }
 
     #[test]

@@ -170,8 +170,9 @@ impl Slots {
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
         device_sequenced: bool,
+        table: bool,
     ) -> Result<Self> {
-        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets)?;
+        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
         let total = layout.total_bytes(cfg.slots)?;
         if device_sequenced && cfg.buckets > 1 {
             return Err(Error::config(

@@ -71,7 +71,7 @@ impl TicketCore {
         let slots = self.engine.slots();
         let t = slots.trailer(self.lease.slot);
         let capacity = slots.layout().capacity();
-        if slots.layout().buckets() > 1 {
+        if slots.layout().has_bucket_table() {
             return self.decode_buckets(t);
         }
         let rows = match self.fill {
@@ -181,7 +181,7 @@ impl TicketCore {
         let slots = self.engine.slots();
         match self.wait_until(None) {
             Err(Error::AppendOverflow { .. } | Error::BadBucket { .. })
-                if slots.layout().buckets() > 1 =>
+                if slots.layout().has_bucket_table() =>
             {
                 let table = slots.bucket_table(self.lease.slot);
                 let cap = slots.layout().capacity() as u64;
