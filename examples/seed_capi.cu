@@ -4,9 +4,10 @@
 // -- is the seed's code. It prints the seed's *expected* output (src/seed.rs, EXPECTED), plus the
 // kernel's own "in kernel:" lines.
 //
-// Build (on a machine with nvcc; the static library is built by `cargo build --release --lib`):
+// Build (on a machine with nvcc; the static library is built by
+// `cargo build --release -p sized-readback-capi`):
 //
-//   nvcc -O2 -std=c++17 -o seed_capi examples/seed_capi.cu -Iinclude \
+//   nvcc -O2 -std=c++17 -o seed_capi examples/seed_capi.cu -Icapi/include -Iinclude \
 //        target/release/libsized_readback.a -lpthread -ldl -lm -lrt
 //
 // or `scripts/build-seed-capi.sh [LIBDIR] [OUTPUT]`. The library loads libcuda itself (dlopen) and
@@ -68,11 +69,6 @@ void communication(int * h_size, int const * d_size,
                    cudaEvent_t copy_done)
 {
     (void)copy_done; // the readback's own completion takes its place
-    if (pending.rb == nullptr) {
-        // One column of doubles, two slots, mapped pinned memory; device 0 (the seed's).
-        size_t elem_size = sizeof(double);
-        srb_check(srb_create(0, kCapacity, 2, 1, &elem_size, 0, &pending.rb), "srb_create");
-    }
     // One small kernel on copy_stream, after compute_done, reads *d_size on the device and copies
     // that many doubles into pinned memory: no host read of the size, no host synchronization.
     srb_devptr column = (srb_devptr)d_array;
@@ -82,6 +78,15 @@ void communication(int * h_size, int const * d_size,
               "srb_enqueue");
     pending.h_size = h_size;
     pending.h_array = h_array;
+}
+
+// Added at the top of main: one column of doubles, two slots, mapped pinned memory, device 0
+// (the seed's). On a machine without a driver or GPU this prints the library's error and exits 1
+// before the seed's code touches the runtime.
+void open_readback()
+{
+    size_t elem_size = sizeof(double);
+    srb_check(srb_create(0, kCapacity, 2, 1, &elem_size, 0, &pending.rb), "srb_create");
 }
 
 // Replaces cudaEventSynchronize(copy_done): waits for the readback, then puts the count and the
@@ -109,6 +114,7 @@ void cpuWork(int const k, double const * h_array, int const * h_size)
 }
 
 int main() {
+    open_readback(); // added
 
     int bufferSize = 1<<18;
     int blockSize = 256;

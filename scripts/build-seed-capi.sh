@@ -6,7 +6,8 @@
 #   LIBDIR  holds libsized_readback.a (default: target/release; built with cargo if missing and
 #           cargo is there). The GPU host has nvcc but no Rust: copy the .a there.
 #   OUTPUT  the executable (default: LIBDIR/seed_capi).
-# Needs nvcc (NVCC=... to pick one). The command it runs:
+# Needs nvcc (NVCC=..., else scripts/find-nvcc.sh finds one, the pip wheel of scripts/dev-env.sh
+# included). The command it runs:
 #   nvcc -O2 -std=c++17 -o OUTPUT examples/seed_capi.cu -Icapi/include -Iinclude LIBDIR/libsized_readback.a \
 #        -lpthread -ldl -lm -lrt
 set -euo pipefail
@@ -18,12 +19,12 @@ out="${2:-$libdir/seed_capi}"
 lib="$libdir/libsized_readback.a"
 if [ ! -f "$lib" ]; then
   command -v cargo >/dev/null || { echo "build-seed-capi: $lib is missing and there is no cargo" >&2; exit 1; }
-  (cd "$root" && cargo build --release --lib)
+  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
 fi
-nvcc="${NVCC:-nvcc}"
+source "$root/scripts/find-nvcc.sh"
 # The .a by path (not -l), so a libsized_readback.so beside it is not picked instead.
-"$nvcc" -O2 -std=c++17 -o "$out" "$root/examples/seed_capi.cu" -I"$root/capi/include" -I"$root/include" "$lib" \
-  -lpthread -ldl -lm -lrt
+"$NVCC" -O2 -std=c++17 -o "$out" "$root/examples/seed_capi.cu" -I"$root/capi/include" -I"$root/include" "$lib" \
+  "${NVCC_LINK_FLAGS[@]}" -lpthread -ldl -lm -lrt
 echo "build-seed-capi: built $out"
 if [ "$run" = 1 ]; then
   log="$(mktemp)"

@@ -1,0 +1,25 @@
+# Sourced by the scripts that build host programs with nvcc (seed_capi, mpi_exchange): sets
+# NVCC to a working nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, the nvidia-cuda-nvcc wheel
+# of an active Python environment or of .venv-nvcc) and NVCC_LINK_FLAGS to what its CUDA
+# runtime libraries need: the wheel keeps libcudart_static.a in its lib/, not where nvcc looks.
+_srb_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_srb_try() { [ -n "$1" ] && [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
+if ! _srb_try "${NVCC:-}"; then
+  NVCC=""
+  for c in "${CUDA_HOME:-/nonexistent}/bin/nvcc" "$(command -v nvcc 2>/dev/null || true)" /usr/local/cuda/bin/nvcc \
+           "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/cu13/bin/nvcc \
+           "$_srb_root"/.venv-nvcc/lib/python3*/site-packages/nvidia/cu13/bin/nvcc; do
+    if _srb_try "$c"; then NVCC="$c"; break; fi
+  done
+fi
+if [ -z "$NVCC" ]; then
+  echo "no working nvcc: install the CUDA toolkit, set NVCC=/path/to/nvcc, or run scripts/dev-env.sh" >&2
+  return 1 2>/dev/null || exit 1
+fi
+export NVCC
+NVCC_LINK_FLAGS=()
+_srb_lib="$(dirname "$(dirname "$NVCC")")/lib"
+if [ -f "$_srb_lib/libcudart_static.a" ]; then
+  NVCC_LINK_FLAGS=(-L"$_srb_lib")
+fi
+unset -f _srb_try
