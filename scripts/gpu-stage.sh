@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-stage.sh: builds here everything the GPU host runs (it has no Rust toolchain) and stages it
 # for scripts/gpu-verify.sh: the test and example executables in .gpu/ (../shared/tools/gpu-stage),
-# the comparison harness as .gpu/bin/example-compare, the criterion bench with --benches, and the
+# the comparison harness and the seed as .gpu/bin/example-compare and example-seed_pipeline, the criterion bench with --benches, and the
 # C library (libsized_readback.a) with the C API's headers in .gpu-capi/.
 # Usage, from the project root: bash scripts/gpu-stage.sh [--benches]
 set -euo pipefail
@@ -12,9 +12,11 @@ kinds=(--only tests --only examples)
 ../shared/tools/gpu-stage "${kinds[@]}"
 # trybuild's compile-fail tests need cargo: they run here and in CI, not on the GPU host.
 rm -f .gpu/bin/test-compile_fail
-cargo build --release --locked -p sized-readback-harness -p sized-readback-capi
-cp target/release/compare .gpu/bin/example-compare
-strip --strip-debug .gpu/bin/example-compare 2>/dev/null || true
+cargo build --release --locked -p sized-readback-harness -p sized-readback-capi -p sized-readback-seed
+for b in compare seed_pipeline; do
+  cp "target/release/$b" ".gpu/bin/example-$b"
+  strip --strip-debug ".gpu/bin/example-$b" 2>/dev/null || true
+done
 rm -rf .gpu-capi && mkdir -p .gpu-capi
 cp target/release/libsized_readback.a .gpu-capi/
 strip --strip-debug .gpu-capi/libsized_readback.a

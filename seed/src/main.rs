@@ -1,9 +1,9 @@
 //! The seed program (shared/seed/000_22854d1e0a2c547f.txt) on this crate.
 //!
 //! ```text
-//! cargo run --release --example seed_pipeline                      # prints the expected values
-//! cargo run --release --example seed_pipeline -- --strategy naive  # reproduces the stale-size bug
-//! cargo run --release --example seed_pipeline -- --strategy append # the kernel appends into the slot
+//! cargo run --release -p sized-readback-seed                      # prints the expected values
+//! cargo run --release -p sized-readback-seed -- --strategy naive  # reproduces the stale-size bug
+//! cargo run --release -p sized-readback-seed -- --strategy append # the kernel appends into the slot
 //! ```
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
