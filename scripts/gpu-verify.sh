@@ -13,6 +13,8 @@
 #   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
 #   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
+#   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
+#              (scripts/mpi-runs.sh; JSON in $OUT/mpi/)
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
 # plot). Exits non-zero if anything failed.
 set -u
@@ -22,6 +24,8 @@ work="$(mktemp -d)/verify"
 mkdir -p "$out" "$work"
 summary="$out/summary.txt"
 fail=0
+# The commit measured, for every JSON record (the GPU host's copy may have no git metadata).
+export SRB_COMMIT="${SRB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # NVRTC (the left_box example, the append tests) from the toolkit.
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 step() { # step NAME COMMAND...: runs it, logs to $work/NAME.log, records the verdict
@@ -38,7 +42,7 @@ seed_ok() { # seed_ok STRATEGY EXPECTED: the seed example's lines (kernel printf
   diff -u "$2" "$work/seed-$1.out" && echo "seed $1: output matches $2"
 }
 {
-  echo "# gpu-verify $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "# gpu-verify $(date -u +%Y-%m-%dT%H:%M:%SZ) $SRB_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
 } | tee "$summary"
 phases=("$@")
@@ -73,6 +77,9 @@ for ph in "${phases[@]}"; do
       done ;;
     bench)
       step bench .gpu/bin/bench-readback --bench ;;
+    mpi)
+      step mpi env OUT="$out" bash scripts/mpi-runs.sh
+      sed 's/^/mpi: /' "$out/mpi/summary.txt" >> "$summary" ;;
     *) echo "gpu-verify: unknown phase $ph" | tee -a "$summary"; fail=1 ;;
   esac
 done

@@ -93,6 +93,9 @@ struct SeedCallback {
 #[derive(Debug, Serialize)]
 struct Output {
     date_utc: String,
+    /// The commit measured: `SRB_COMMIT` (set by scripts/gpu-verify.sh, as the GPU host's
+    /// copy may have no git metadata), else `git rev-parse --short HEAD`, else "unknown".
+    commit: String,
     command: String,
     machine: Machine,
     reps: usize,
@@ -261,6 +264,14 @@ fn seed_callback(rig: &mut Rig, n: usize, cycles: usize) -> Result<SeedCallback>
         }
     }
     Ok(out)
+}
+
+fn commit() -> String {
+    std::env::var("SRB_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| shell("git", &["rev-parse", "--short", "HEAD"]))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn date_utc() -> String {
@@ -938,6 +949,7 @@ fn main() -> Result<()> {
     let date = date_utc();
     let out = Output {
         date_utc: date.clone(),
+        commit: commit(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
         reps,
