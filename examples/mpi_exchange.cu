@@ -268,7 +268,7 @@ static Options parse(int argc, char** argv) {
 }
 
 struct Stats {
-    std::vector<double> latency_us, step_us, verify_us;
+    std::vector<double> latency_us, step_us, verify_us, push_us;
     unsigned long long sent = 0, verified = 0;
     double loop_s = 0;
 };
@@ -349,6 +349,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaHostAlloc(&h_check, 16, cudaHostAllocDefault));
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // The push kernel's own time on the GPU, to tell it apart from the exchange around it.
+    cudaEvent_t push_start, push_end;
+    CUDA_CHECK(cudaEventCreate(&push_start));
+    CUDA_CHECK(cudaEventCreate(&push_end));
 
     // The library's bucketed readback: 8 buckets of one 40-byte column, 2 slots.
     size_t elem = sizeof(Particle);
@@ -390,7 +394,9 @@ int main(int argc, char** argv) {
         if (library) {
             srb_append_desc desc;
             srb_check(srb_append_begin(rb, stream, nullptr, &desc, &seq), "srb_append_begin");
+            CUDA_CHECK(cudaEventRecord(push_start, stream));
             push_append<<<blocks, kThreads, 0, stream>>>(desc, d_a, d_b, n, d_stay, 1.0, g, o.push_ns);
+            CUDA_CHECK(cudaEventRecord(push_end, stream));
             srb_check(srb_append_end(rb, seq, cudaPeekAtLastError() == cudaSuccess ? 0 : 1), "srb_append_end");
             srb_check(srb_wait(rb, seq, -1, &total), "srb_wait");
             for (int d = 0; d < kDirs; ++d) {
@@ -399,14 +405,16 @@ int main(int argc, char** argv) {
             }
         } else {
             CUDA_CHECK(cudaMemsetAsync(d_bucket_counts, 0, kDirs * 8, stream));
+            CUDA_CHECK(cudaEventRecord(push_start, stream));
             push_dev<<<blocks, kThreads, 0, stream>>>(d_a, d_b, n, d_stay, d_buckets, d_bucket_counts, bucket_cap, 1.0, g,
                                                       o.push_ns);
+            CUDA_CHECK(cudaEventRecord(push_end, stream));
             CUDA_CHECK(cudaMemcpyAsync(h_counts, d_bucket_counts, kDirs * 8, cudaMemcpyDeviceToHost, stream));
             CUDA_CHECK(cudaStreamSynchronize(stream));
             for (int d = 0; d < kDirs; ++d) {
                 counts[d] = h_counts[d];
                 if (counts[d] > bucket_cap) {
-                    std::fprintf(stderr, "mpi_exchange: bucket %d overflowed (%llu)\n", d, counts[d]);
+                    std::fprintf(stderr, "mpi_exchange: bucket %d overflowed (%llu)\n", d, (unsigned long long)counts[d]);
                     MPI_Abort(MPI_COMM_WORLD, 5);
                 }
                 send_base[d] = h_send + d * bucket_cap;
@@ -440,6 +448,8 @@ int main(int argc, char** argv) {
         std::swap(d_a, d_b);
         CUDA_CHECK(cudaStreamSynchronize(stream));  // the upload before the host's buffers are reused
         const double t2 = MPI_Wtime();
+        float push_ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&push_ms, push_start, push_end));
         // Verification, timed apart.
         unsigned long long sum = 0, misplaced = 0, count = 0;
         verify(&sum, &misplaced, &count);
@@ -449,6 +459,7 @@ int main(int argc, char** argv) {
             st.latency_us.push_back((t1 - t0) * 1e6);
             st.step_us.push_back((t2 - t0) * 1e6);
             st.verify_us.push_back((t3 - t2) * 1e6);
+            st.push_us.push_back(push_ms * 1e3);
             st.loop_s += t2 - t0;
             st.sent += total;
             st.verified += (sum == check0 && misplaced == 0 && count == global_n) ? 1 : 0;
@@ -480,13 +491,16 @@ int main(int argc, char** argv) {
                        std::to_string(g.py) + "\", \"particles_per_rank\": " + std::to_string(n0) +
                        ", \"leave_fraction\": " + std::to_string(o.leave) + ", \"push_ns\": " + std::to_string(o.push_ns) +
                        ", \"steps\": " + std::to_string(o.steps) + ", \"warmup\": " + std::to_string(o.warmup) +
-                       ", \"devices_seen\": " + std::to_string(devices) + ", \"modes\": {";
+                       ", \"devices_seen\": " + std::to_string(devices) + ", \"device\": " + std::to_string(device) +
+                       ", \"push_grid\": {\"threads\": " + std::to_string(kThreads) + ", \"blocks\": " +
+                       std::to_string(blocks) + "}, \"modes\": {";
     bool first = true;
     for (auto [name, st] : {std::pair<const char*, Stats*>{"library", &lib}, {"baseline", &base}}) {
         if (st->step_us.empty()) continue;
         reduce_max(st->latency_us);
         reduce_max(st->step_us);
         reduce_max(st->verify_us);
+        reduce_max(st->push_us);
         double loop = 0, sent_sum = 0;
         MPI_Allreduce(&st->loop_s, &loop, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         double sent = (double)st->sent;
@@ -497,18 +511,18 @@ int main(int argc, char** argv) {
         char buf[1024];
         std::snprintf(buf, sizeof buf,
                       "%s\"%s\": {\"exchange_latency_us\": {\"p50\": %.2f, \"p99\": %.2f}, \"step_us\": {\"p50\": %.2f, "
-                      "\"p99\": %.2f}, \"verify_us_p50\": %.2f, \"steps_per_s\": %.1f, \"steps\": %d, \"verified_steps\": %llu, "
+                      "\"p99\": %.2f}, \"verify_us_p50\": %.2f, \"push_kernel_us\": {\"p50\": %.2f, \"p99\": %.2f}, \"steps_per_s\": %.1f, \"steps\": %d, \"verified_steps\": %llu, "
                       "\"left_per_step_per_rank\": %.1f}",
                       first ? "" : ", ", name, pct(st->latency_us, 0.5), pct(st->latency_us, 0.99), pct(st->step_us, 0.5),
-                      pct(st->step_us, 0.99), pct(st->verify_us, 0.5), steps / loop, (int)steps, verified,
+                      pct(st->step_us, 0.99), pct(st->verify_us, 0.5), pct(st->push_us, 0.5), pct(st->push_us, 0.99), steps / loop, (int)steps, verified,
                       sent_sum / steps / size);
         json += buf;
         first = false;
         if (g_rank == 0)
             std::printf("mpi_exchange %s: %d ranks (%dx%d), %llu particles/rank, %.3f leave: exchange p50 %.2f us p99 %.2f us, "
-                        "step p50 %.2f us, %.1f steps/s, %llu/%d steps verified, %.0f left/step/rank\n",
+                        "push kernel p50 %.2f us, step p50 %.2f us, %.1f steps/s, %llu/%d steps verified, %.0f left/step/rank\n",
                         name, size, g.px, g.py, n0, o.leave, pct(st->latency_us, 0.5), pct(st->latency_us, 0.99),
-                        pct(st->step_us, 0.5), steps / loop, verified, (int)steps, sent_sum / steps / size);
+                        pct(st->push_us, 0.5), pct(st->step_us, 0.5), steps / loop, verified, (int)steps, sent_sum / steps / size);
     }
     json += "}, \"failed_steps\": " + std::to_string(failures) + "}";
     int all_failures = 0;
@@ -535,6 +549,8 @@ int main(int argc, char** argv) {
     cudaFree(d_stay);
     cudaFree(d_bucket_counts);
     cudaFree(d_check);
+    cudaEventDestroy(push_start);
+    cudaEventDestroy(push_end);
     cudaStreamDestroy(stream);
     MPI_Comm_free(&node);
     MPI_Finalize();

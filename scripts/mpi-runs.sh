@@ -7,7 +7,8 @@
 #
 # Usage (on the GPU host): OUT=/some/dir bash scripts/mpi-runs.sh [RANKS...]
 # Environment: PARTICLES (default 1048576 per rank), LEAVE (0.01), STEPS (200), EXTRA (more
-# arguments for the program, e.g. "--push-ns 20000"), NO_MPS_RANKS (default "2 4").
+# arguments for the program, e.g. "--push-ns 20000"), NO_MPS_RANKS (default "2 4"), SMALL (1: also
+# run 65536 particles per rank under MPS).
 # Writes $OUT/mpi/*.json and $OUT/mpi/summary.txt. Exits non-zero if a run failed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,6 +36,13 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 if nvidia-cuda-mps-control -d; then
   sleep 1
   for np in "${ranks[@]}"; do run "mps-np$np" "$np"; done
+  # The same exchange with 64K particles per rank (push kernel short beside the exchange).
+  if [ "${SMALL:-1}" = 1 ]; then
+    saved=("${args[@]}")
+    args=(--particles 65536 --leave "${LEAVE:-0.01}" --steps "${STEPS:-200}" ${EXTRA:-})
+    for np in "${ranks[@]}"; do run "mps-64k-np$np" "$np"; done
+    args=("${saved[@]}")
+  fi
   echo quit | nvidia-cuda-mps-control
   sleep 2
 else

@@ -489,7 +489,7 @@ fn pack_bad_inputs() -> Result<()> {
     ensure!(pack_case(&rb, &stream, &p, &counts, &o)? == partition_want(&p));
     // Too few counts for the buckets: refused at once by the safe enqueue.
     let short = stream.clone_htod(&[1u64, 2])?;
-    let mut s = schema();
+    let mut s = ColumnSchema::new();
     let (a, b) = (s.column::<u64>(), s.column::<u32>());
     let rb2 = BucketReadback::new(&ctx, &s, ReadbackConfig::new(cap).buckets(4))?;
     let r = rb2.enqueue(&stream, &[a.source(&p.a), b.source(&p.b)], &short, &short);

@@ -28,6 +28,7 @@
 
 #if defined(__CUDACC_RTC__)
 typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned long long uint64_t;
