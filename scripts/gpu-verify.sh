@@ -9,7 +9,9 @@
 #   seeds      the seed example in every strategy (mapped, staged, naive, sync, append, append-staged)
 #   examples   the particle example (left_box, its kernel compiled with NVRTC)
 #   soak       the long soak (>= 1,000,000 verified readbacks: pack, append, graph replay)
-#   capi       the seed's C++ program on the C API, built with nvcc against libsized_readback.a
+#   capi       the seed's C++ program on the C API, built with nvcc against libsized_readback.a,
+#              and its Fortran port on the Fortran module (FC, default gfortran-13), both
+#              compared with examples/seed_capi.expected
 #   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
 #   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
@@ -64,7 +66,9 @@ for ph in "${phases[@]}"; do
       step soak .gpu/bin/example-soak --readbacks "${SOAK_READBACKS:-1000000}" ;;
     capi)
       export NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-      step seed-capi bash scripts/build-seed-capi.sh --run .gpu-capi "$work/seed_capi" ;;
+      step seed-capi bash scripts/build-seed-capi.sh --run .gpu-capi "$work/seed_capi"
+      step seed-fortran env FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}" \
+        bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
     sanitize)
       step sanitize env OUT="$work" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
     compare|compare-quick|compare3)
