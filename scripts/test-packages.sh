@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI test of the C API's packages (README, "C and C++"): installs into a temporary prefix, moves
 # the prefix, then builds and runs consumers (capi/tests/consumers/) through each of
-#   CMake find_package(sized_readback 0.1 CONFIG REQUIRED)  (static and shared targets),
+#   CMake find_package(sized_readback 0.1 CONFIG REQUIRED)  (static and shared targets; a Fortran
+#   program on the installed module source),
 #   pkg-config (sized_readback-static, and sized_readback for the .so),
 #   a plain cc / c++ command (C99 and C++17, -Wall -Wextra -Werror -pedantic; the C++ one also
 #   with the CUDA toolkit's <cuda.h> included first, when a toolkit's headers are there).
@@ -56,6 +57,15 @@ check "cmake sized_readback::sized_readback (static, C99)" "$work/cmake/consumer
 needed="$(readelf -d "$work/cmake/consumer_shared" | sed -n 's/.*NEEDED.*\[\(libsized_readback[^]]*\)\]/\1/p')"
 [ "$needed" = libsized_readback.so.0 ] || { echo "test-packages: consumer_shared records '$needed'" >&2; fail=1; }
 check "cmake sized_readback::shared (C++17, records $needed)" "$work/cmake/consumer_shared"
+
+if command -v "${FC:-gfortran}" >/dev/null || [ "${SRB_CI:-0}" = 1 ]; then
+  FC="${FC:-gfortran}" cmake -S "$src/fortran" -B "$work/cmake-f" -DCMAKE_PREFIX_PATH="$prefix" \
+    >"$work/cmake-f.log" 2>&1 && cmake --build "$work/cmake-f" >>"$work/cmake-f.log" 2>&1 \
+    || { cat "$work/cmake-f.log" >&2; exit 1; }
+  check "cmake, Fortran, the module from sized_readback_FORTRAN_MODULE_SOURCE" "$work/cmake-f/consumer_fortran"
+else
+  echo "test-packages: no gfortran: skipped the Fortran consumer"
+fi
 
 # 2. pkg-config
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
