@@ -19,6 +19,9 @@ else
   echo "test.sh: clippy not installed, skipping lints" >&2
 fi
 cargo test --locked "$@"
+# The crate as crates.io would get it: packaged (no CI files, logs or results) and built from
+# the package alone (cargo package's verify step; NVCC comes from dev-env.sh).
+cargo package --locked --allow-dirty -p sized-readback
 # The set-up's libclang detection against fake trees (no build).
 bash scripts/test-dev-env.sh
 # The C API's packages (CMake, pkg-config, plain cc) from an installed, then moved, prefix; the

@@ -774,6 +774,7 @@ impl BucketReadback {
         ))
     }
 
+    #[cfg(feature = "capi")]
     pub(crate) fn engine(&self) -> &Arc<HostEngine> {
         &self.engine
     }
