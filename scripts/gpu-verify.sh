@@ -16,7 +16,7 @@
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
 #   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
-#              (scripts/mpi-runs.sh; JSON in $OUT/mpi/)
+#              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
 # plot). Exits non-zero if anything failed.
 set -u
@@ -82,8 +82,8 @@ for ph in "${phases[@]}"; do
     bench)
       step bench .gpu/bin/bench-readback --bench ;;
     mpi)
-      step mpi env OUT="$out" bash scripts/mpi-runs.sh
-      sed 's/^/mpi: /' "$out/mpi/summary.txt" >> "$summary" ;;
+      step mpi env OUT="$work" bash scripts/mpi-runs.sh
+      sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
     *) echo "gpu-verify: unknown phase $ph" | tee -a "$summary"; fail=1 ;;
   esac
 done
