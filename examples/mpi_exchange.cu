@@ -292,7 +292,9 @@ int main(int argc, char** argv) {
     cudaError_t de = cudaGetDeviceCount(&devices);
     if (de != cudaSuccess || devices == 0) {
         if (g_rank == 0)
-            std::fprintf(stderr, "mpi_exchange: no CUDA device (%s): this program needs a GPU\n",
+            std::fprintf(stderr,
+                         "mpi_exchange: no usable CUDA device (cudaGetDeviceCount: %s; without an NVIDIA driver the "
+                         "runtime reports an insufficient driver): this program needs a GPU\n",
                          de != cudaSuccess ? cudaGetErrorString(de) : "0 devices");
         MPI_Finalize();
         return 2;

@@ -18,6 +18,8 @@ libdir="${1:-$root/target/release}"
 out="${2:-$libdir/seed_capi}"
 lib="$libdir/libsized_readback.a"
 if [ ! -f "$lib" ]; then
+  # Build it only where cargo puts it; a LIBDIR given without the library is a mistake to report.
+  [ "$libdir" = "$root/target/release" ] || { echo "build-seed-capi: no libsized_readback.a in $libdir" >&2; exit 1; }
   command -v cargo >/dev/null || { echo "build-seed-capi: $lib is missing and there is no cargo" >&2; exit 1; }
   (cd "$root" && cargo build --release --locked -p sized-readback-capi)
 fi

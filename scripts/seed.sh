@@ -12,7 +12,7 @@ if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 have_driver() { # libcuda.so.1 where the dynamic loader will find it
   ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && return 0
   local d
-  for d in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib /usr/local/nvidia/lib64; do
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib /usr/local/nvidia/lib64; do
     [ -e "$d/libcuda.so.1" ] && return 0
   done
   return 1

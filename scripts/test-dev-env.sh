@@ -23,4 +23,12 @@ expect "LIBCLANG_PATH at a libclang-cpp-only tree is dropped" yes check_path
 # Sourcing dev-env.sh from a shell without set -u / set -e leaves them off.
 expect "sourcing dev-env.sh leaves the caller's set -u and set -e off" yes \
   bash -c "set +eu; source '$root/scripts/dev-env.sh' >/dev/null 2>&1; [[ \$- != *u* && \$- != *e* ]]"
+# Without a driver, the quick start's seed.sh stops at once, having built nothing (whatever
+# LD_LIBRARY_PATH holds).
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+  seed_stops() { out="$(env -u LD_LIBRARY_PATH bash "$root/scripts/seed.sh" 2>&1)"; [ $? = 1 ] && grep -q "no NVIDIA driver" <<<"$out"; }
+  expect "seed.sh without a driver (LD_LIBRARY_PATH unset) stops with its message" yes seed_stops
+  seed_stops_set() { out="$(LD_LIBRARY_PATH=/nonexistent:/usr/lib bash "$root/scripts/seed.sh" 2>&1)"; [ $? = 1 ] && grep -q "no NVIDIA driver" <<<"$out"; }
+  expect "seed.sh without a driver (LD_LIBRARY_PATH set) stops with its message" yes seed_stops_set
+fi
 [ $fail = 0 ] && echo "test-dev-env: ok" || exit 1

@@ -17,7 +17,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail=0
 gpu=0
-ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && gpu=1
+if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 expect_clean_error() { # LABEL PATTERN EXE [ARGS...]
   local label=$1 pattern=$2 rc out; shift 2
   set +e; out="$("$@" 2>&1)"; rc=$?; set -e

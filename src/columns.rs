@@ -472,9 +472,11 @@ impl ColumnReadback {
     ) -> Result<Self> {
         schema.validate()?;
         if config.buckets != 1 {
-            return Err(Error::config(
-                "a ColumnReadback has one bucket: use a BucketReadback (or an AppendReadback)",
-            ));
+            return Err(Error::config(format!(
+                "buckets({}) on a readback of one bucket: bucketed readbacks are \
+                 BucketReadback (a bucket pack) and AppendReadback (append kernels)",
+                config.buckets
+            )));
         }
         Ok(ColumnReadback {
             engine: RwLock::new(HostEngine::new(

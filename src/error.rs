@@ -20,7 +20,7 @@ pub enum Error {
         available: usize,
     },
     /// A CUDA driver call failed.
-    #[error("{call} failed: {source}")]
+    #[error("{call} failed: {}", driver_message(source))]
     Cuda {
         /// The driver call, e.g. `cuLaunchKernelEx`.
         call: &'static str,
@@ -190,7 +190,7 @@ pub enum Error {
         slots: usize,
     },
     /// A wait with a timeout ran out before the readback completed.
-    #[error("the readback did not complete within {} µs", waited.as_micros())]
+    #[error("the readback did not complete within {} us", waited.as_micros())]
     Timeout {
         /// How long the wait lasted.
         waited: Duration,
@@ -214,6 +214,23 @@ pub enum Error {
         /// The magic word found.
         magic: u32,
     },
+}
+
+/// A driver error as the driver names and describes it, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS (an
+/// illegal memory access was encountered)`; cudarc's own `Display` is its `Debug` form.
+fn driver_message(e: &DriverError) -> String {
+    // SAFETY: only asks whether libcuda can be loaded; cudarc's lookups of cuGetErrorName and
+    // cuGetErrorString would panic without it (an error built before any driver call).
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return format!("CUDA error {}", e.0 as u32);
+    }
+    let name = e.error_name().map(|c| c.to_string_lossy().into_owned());
+    let text = e.error_string().map(|c| c.to_string_lossy().into_owned());
+    match (name, text) {
+        (Ok(n), Ok(t)) => format!("{n} ({t})"),
+        (Ok(n), Err(_)) => n,
+        _ => format!("CUDA error {}", e.0 as u32),
+    }
 }
 
 /// Shorthand for `Result<T, sized_readback::Error>`.
@@ -246,5 +263,26 @@ impl Error {
             | Error::BucketOverCapacity { count, .. } => Some(*count),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+
+    #[test]
+    fn driver_errors_read_as_the_driver_names_them() {
+        let e = Error::Cuda {
+            call: "cuEventQuery",
+            source: DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("cuEventQuery failed: "), "{text}");
+        assert!(!text.contains("DriverError"), "{text}");
+        assert!(
+            text.contains("CUDA_ERROR_ILLEGAL_ADDRESS (") || text.ends_with("CUDA error 700"),
+            "{text}"
+        );
     }
 }

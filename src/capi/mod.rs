@@ -392,19 +392,31 @@ fn create_config(
     Ok((schema, config))
 }
 
+/// The flags a create function was given, and the ones it takes.
+struct Flags {
+    function: &'static str,
+    allowed: u32,
+    given: u32,
+}
+
 /// The checks of `srb_create`'s arguments that need no driver.
 ///
 /// # Safety
 /// `elem_sizes` is null or points to `num_columns` values; `out` is null or writable.
 unsafe fn create_args(
+    flags: Flags,
     device: i32,
     capacity: usize,
     slots: u32,
     num_columns: u32,
     elem_sizes: *const usize,
-    flags: u32,
     out: *mut *mut srb_readback,
 ) -> Result<(usize, ColumnSchema, ReadbackConfig), Failure> {
+    let Flags {
+        function,
+        allowed,
+        given: flags,
+    } = flags;
     if out.is_null() {
         return Err(invalid("out is null"));
     }
@@ -418,8 +430,20 @@ unsafe fn create_args(
             "num_columns must be 1 to {SRB_MAX_COLUMNS}, not {num_columns}"
         )));
     }
-    if flags & !(SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND) != 0 {
-        return Err(invalid(format!("unknown flags {flags:#x}")));
+    if flags & !allowed != 0 {
+        let names: Vec<&str> = [
+            (SRB_FLAG_STAGED, "SRB_FLAG_STAGED"),
+            (SRB_FLAG_GRAPH, "SRB_FLAG_GRAPH"),
+            (SRB_FLAG_APPEND, "SRB_FLAG_APPEND"),
+        ]
+        .iter()
+        .filter(|(f, _)| allowed & f != 0)
+        .map(|&(_, n)| n)
+        .collect();
+        return Err(invalid(format!(
+            "flags {flags:#x} include ones {function} does not take (it takes {})",
+            names.join(", ")
+        )));
     }
     let ordinal =
         usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
@@ -451,8 +475,21 @@ pub unsafe extern "C" fn srb_create(
 ) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let (ordinal, schema, config) =
-            unsafe { create_args(device, capacity, slots, num_columns, elem_sizes, flags, out)? };
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_GRAPH != 0 {
             Inner::Graph {
@@ -491,8 +528,21 @@ pub unsafe extern "C" fn srb_create_append(
 ) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let (ordinal, schema, config) =
-            unsafe { create_args(device, capacity, slots, num_columns, elem_sizes, flags, out)? };
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create_append",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
         if spill > 0 {
             SlotLayout::new(spill, &schema.elem_sizes())?.total_bytes(slots as usize)?;
         }
@@ -542,21 +592,40 @@ pub unsafe extern "C" fn srb_create_buckets(
 ) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let (ordinal, schema, config) =
-            unsafe { create_args(device, capacity, slots, num_columns, elem_sizes, flags, out)? };
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create_buckets",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
         if flags & SRB_FLAG_GRAPH != 0 {
             return Err(Error::config("bucketed readbacks are not recorded into graphs").into());
         }
         let k = buckets as usize;
         SlotLayout::with_buckets(capacity, &schema.elem_sizes(), k, true)?
             .total_bytes(slots as usize)?;
+        if spill > 0 {
+            if flags & SRB_FLAG_APPEND == 0 {
+                return Err(invalid(
+                    "spill needs SRB_FLAG_APPEND: a bucket pack copies nothing past a bucket's \
+                     capacity, so it has no spill region",
+                ));
+            }
+            SlotLayout::with_buckets(spill, &schema.elem_sizes(), k, false)?
+                .total_bytes(slots as usize)?;
+        }
         let config = config.buckets(k);
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_APPEND != 0 {
-            if spill > 0 {
-                SlotLayout::with_buckets(spill, &schema.elem_sizes(), k, false)?
-                    .total_bytes(slots as usize)?;
-            }
             let rb = AppendReadback::new(&ctx, &schema, config.spill(spill))?;
             let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
             Inner::Append {
@@ -1521,6 +1590,57 @@ mod tests {
         assert_eq!(schema.elem_sizes(), [8, 4]);
         assert_eq!((config.capacity, config.slots), (16, 3));
         assert_eq!(config.transport, Transport::Staged);
+    }
+
+    /// Each create function takes only its own flags, and a spill only where append kernels
+    /// can spill; both are refused before the device is opened (the same answer without a GPU).
+    #[test]
+    fn create_functions_take_only_their_flags() {
+        let sizes = [8usize];
+        let mut out = std::ptr::null_mut();
+        // SAFETY: valid sizes and out pointer; the flags are refused before any driver call.
+        let code = unsafe { srb_create(0, 16, 2, 1, sizes.as_ptr(), SRB_FLAG_APPEND, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        assert_eq!(
+            last_error(),
+            "flags 0x4 include ones srb_create does not take (it takes SRB_FLAG_STAGED, SRB_FLAG_GRAPH)"
+        );
+        assert!(out.is_null());
+        // SAFETY: as above.
+        let code =
+            unsafe { srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), SRB_FLAG_APPEND, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT, "{}", last_error());
+        // SAFETY: as above.
+        let code = unsafe { srb_create_buckets(0, 4, 16, 8, 2, 1, sizes.as_ptr(), 0, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        assert!(
+            last_error().starts_with("spill needs SRB_FLAG_APPEND"),
+            "{}",
+            last_error()
+        );
+        // SAFETY: as above; the spill's size overflows, found before the device is opened.
+        let code = unsafe {
+            srb_create_buckets(
+                0,
+                4,
+                16,
+                usize::MAX,
+                2,
+                1,
+                sizes.as_ptr(),
+                SRB_FLAG_APPEND,
+                &mut out,
+            )
+        };
+        assert_eq!(code, SRB_ERR_INVALID_CONFIG, "{}", last_error());
+        // SAFETY: as above.
+        let code = unsafe { srb_create(0, 16, 2, 1, [0usize].as_ptr(), 0, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_CONFIG);
+        assert_eq!(
+            last_error(),
+            "invalid readback configuration: column 0 has elements of 0 bytes: an element \
+             needs at least 1 byte"
+        );
     }
 
     /// Every error kind has its own code, and the messages say what happened in words (no

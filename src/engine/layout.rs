@@ -85,11 +85,11 @@ impl SlotLayout {
         };
         let mut offsets = Vec::with_capacity(elem_sizes.len());
         let mut at = 0usize;
-        for &size in elem_sizes {
+        for (column, &size) in elem_sizes.iter().enumerate() {
             if size == 0 {
-                return Err(Error::config(
-                    "element size 0 (zero-sized types cannot be read back)",
-                ));
+                return Err(Error::config(format!(
+                    "column {column} has elements of 0 bytes: an element needs at least 1 byte"
+                )));
             }
             if size > u32::MAX as usize {
                 // srb_column.elem_size, the kernel's field, is 32 bits.

@@ -180,7 +180,11 @@ impl Slots {
             ));
         }
         if cfg.slots > u32::MAX as usize {
-            return Err(Error::config("more than 2^32 slots"));
+            return Err(Error::config(format!(
+                "at most {} slots, not {}",
+                u32::MAX,
+                cfg.slots
+            )));
         }
         let mapped = cfg.transport == Transport::Mapped;
         if !mapped && cfg.wait == WaitMode::Trailer {
