@@ -149,6 +149,8 @@ pub struct SelectRig {
     /// Per capacity: pack mapped, pack staged, append mapped, append staged.
     rbs: Vec<CapReadbacks>,
     max: usize,
+    /// Blocks of one wave: multiprocessors x 8 (2048 resident threads per SM on sm_80/sm_90).
+    wave: u32,
     cycle: u64,
     /// expected_checksum by (n_cand, keep).
     expected: BTreeMap<(u64, u64), u64>,
@@ -185,7 +187,11 @@ impl SelectRig {
             });
         }
         stream.synchronize().context("cuStreamSynchronize")?;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .context("SM count")?;
         Ok(SelectRig {
+            wave: (sms.max(1) as u32) * 8,
             stream,
             select_dev,
             select_append,
@@ -207,8 +213,11 @@ impl SelectRig {
         self.stream.cu_stream()
     }
 
-    fn grid(n_cand: u64) -> u32 {
-        n_cand.div_ceil(256).clamp(1, 1 << 20) as u32
+    /// Both producers are grid-stride loops launched as one wave of resident blocks (at most
+    /// one block per 256 candidates), as such kernels are usually launched; an append kernel's
+    /// every block pays one atomic round trip at its exit (finish()), so more waves cost it more.
+    fn grid(&self, n_cand: u64) -> u32 {
+        n_cand.div_ceil(256).clamp(1, self.wave as u64) as u32
     }
 
     /// memset of the count, then the producer into device memory.
@@ -233,7 +242,7 @@ impl SelectRig {
         unsafe {
             self.select_dev.launch_3d(
                 self.s(),
-                (Self::grid(n_cand), 1, 1),
+                (self.grid(n_cand), 1, 1),
                 (256, 1, 1),
                 &mut args,
             )?
@@ -263,7 +272,7 @@ impl SelectRig {
         unsafe {
             self.select_append.launch_3d(
                 self.s(),
-                (Self::grid(n_cand), 1, 1),
+                (self.grid(n_cand), 1, 1),
                 (256, 1, 1),
                 &mut args,
             )
