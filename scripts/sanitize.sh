@@ -104,12 +104,15 @@ for tool in $tools; do
       # The append kernels stage rows in shared memory: what racecheck checks.
       run append "$tool" clean -- "$bin/test-append" --test-threads=1 ${RACECHECK_APPEND_FILTER:-append_several_columns}
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
+      # Bucketed appends stage rows per bucket in shared memory (BlockAppendTo).
+      run buckets "$tool" clean -- "$bin/test-buckets" --test-threads=1 ${RACECHECK_BUCKETS_FILTER:-buckets_append}
     else
       run reliability "$tool" clean -- "$bin/test-reliability" "${rel_skip[@]}"
       run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
       run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" ${SANITIZE_GPU_FILTER:-}
       run append "$tool" clean -- "$bin/test-append" ${SANITIZE_APPEND_FILTER:-}
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
+      run buckets "$tool" clean -- "$bin/test-buckets"
     fi
   ) &
 done
