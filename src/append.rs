@@ -263,13 +263,16 @@ impl AppendReadback {
         unsafe { self.begin_raw(engine, stream.cu_stream(), after) }
     }
 
-    /// [`AppendReadback::begin`] with raw handles (the C API's path), after checking that
-    /// `stream` belongs to this readback's context.
+    /// [`AppendReadback::begin`] with raw driver handles (a `CUstream` and a `CUevent` made
+    /// by other code, e.g. a Python framework's stream; null `stream` is the legacy default
+    /// stream), after checking that `stream` belongs to this readback's context. The C API's
+    /// path (`srb_append_begin`), for bindings that hold driver handles rather than cudarc
+    /// streams.
     ///
     /// # Safety
-    /// `stream` and `after` are live handles; `stream` outlives the returned value.
-    #[cfg(feature = "capi")]
-    pub(crate) unsafe fn begin_unchecked_stream<'s>(
+    /// `stream` and `after` are live handles, `after` of this readback's context; `stream`
+    /// outlives the returned value (and its kernel's launch).
+    pub unsafe fn begin_raw_stream<'s>(
         &self,
         stream: CUstream,
         after: Option<CUevent>,
@@ -280,6 +283,20 @@ impl AppendReadback {
             engine.slots().check_raw_stream(stream)?;
             self.begin_raw(engine, stream, after)
         }
+    }
+
+    /// [`AppendReadback::begin_raw_stream`] under the name the C API uses.
+    ///
+    /// # Safety
+    /// As [`AppendReadback::begin_raw_stream`].
+    #[cfg(feature = "capi")]
+    pub(crate) unsafe fn begin_unchecked_stream<'s>(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+    ) -> Result<PendingAppend<'s>> {
+        // SAFETY: per the contract.
+        unsafe { self.begin_raw_stream(stream, after) }
     }
 
     /// # Safety

@@ -44,7 +44,7 @@ use crate::engine::view::SlotView;
 use crate::engine::{ColumnSource, RawCount, Sources};
 use crate::error::{Error, Result};
 use crate::raw::module::LaunchShape;
-use cudarc::driver::sys::{CUcontext, CUdeviceptr};
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
 use std::any::TypeId;
 use std::marker::PhantomData;
@@ -646,6 +646,35 @@ impl ColumnReadback {
         let after = after.map(|e| engine.slots().check_event(e)).transpose()?;
         // SAFETY: per the contract; the stream and event are of this context (checked).
         let lease = unsafe { engine.enqueue_raw(stream.cu_stream(), after, sources, count)? };
+        let fill = Fill::Pack {
+            kind: count.kind(),
+            lens: Sources::new(sources).lens(),
+        };
+        Ok(self.ticket(engine.ticket(lease, fill)))
+    }
+
+    /// [`ColumnReadback::enqueue_raw`] on raw driver handles: `stream` is a `CUstream` (a
+    /// runtime `cudaStream_t`) made by other code, such as a Python framework's current
+    /// stream, and `after` a `CUevent`; null `stream` is the legacy default stream. This is
+    /// the path of the C API's `srb_enqueue`, for bindings that hold driver handles rather
+    /// than cudarc streams: the stream is checked to belong to this readback's context, and
+    /// every address to be device memory of it.
+    ///
+    /// Errors as [`ColumnReadback::enqueue_raw`].
+    ///
+    /// # Safety
+    /// As [`ColumnReadback::enqueue_raw`] for the memory; `stream` (unless null) and `after`
+    /// are live handles, and `after` belongs to this readback's context.
+    pub unsafe fn enqueue_raw_stream(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        sources: &[ColumnSource],
+        count: RawCount,
+    ) -> Result<ColumnTicket> {
+        let engine = self.engine();
+        // SAFETY: per the contract; enqueue_raw checks the stream and every address.
+        let lease = unsafe { engine.enqueue_raw(stream, after, sources, count)? };
         let fill = Fill::Pack {
             kind: count.kind(),
             lens: Sources::new(sources).lens(),

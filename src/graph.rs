@@ -213,13 +213,14 @@ impl GraphReadback {
         unsafe { self.record_raw(stream.cu_stream(), after, sources, count) }
     }
 
-    /// [`GraphReadback::record`] with raw handles (the C API's path). The stream is checked
-    /// to belong to this context; addresses are not (a capture may use memory the driver only
-    /// allocates at instantiation).
+    /// [`GraphReadback::record`] with raw driver handles (the C API's path, and that of
+    /// bindings whose streams are not cudarc's, e.g. a Python framework's capture stream). The
+    /// stream is checked to belong to this context; addresses are not (a capture may use
+    /// memory the driver only allocates at instantiation).
     ///
     /// # Safety
-    /// As [`GraphReadback::record`]; `stream` and `after` are live handles.
-    pub(crate) unsafe fn record_raw(
+    /// As [`GraphReadback::record`]; `stream` and `after` are live handles of this context.
+    pub unsafe fn record_raw(
         &self,
         stream: CUstream,
         after: Option<CUevent>,
