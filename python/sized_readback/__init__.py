@@ -1,0 +1,110 @@
+"""Read back from a CUDA GPU a count that lives in device memory and exactly that many
+elements, without the host synchronizing.
+
+A kernel (PyTorch, CuPy, JAX, Numba, your own) writes a count and that many rows. Instead of
+``n = count.item()`` (a synchronization) followed by ``x[:n].cpu()``, a readback enqueues a
+small pack kernel that reads the count on the device and copies that many rows into a slot of
+pinned host memory; the host waits for the slot only when it needs the data::
+
+    import torch, sized_readback as srb
+
+    rb = srb.Readback(1 << 20, dtype=torch.float64)  # 1M rows per slot, 2 slots
+    x = torch.randn(1 << 20, device="cuda", dtype=torch.float64)
+    keep = x > 1.0
+    n = keep.sum(dtype=torch.int32)                  # the count: a 0-d device tensor (no sync)
+    data = x[torch.argsort((~keep).to(torch.int8), stable=True)]  # data[:n]: the kept rows
+    ticket = rb.enqueue(data, n)                     # returns at once, on torch's stream
+    # ... launch the next kernels here: nothing waited for the count ...
+    with ticket.wait() as out:                       # count and rows, in pinned host memory
+        print(out.count, out.numpy()[:4])            # a zero-copy numpy view of the slot
+
+Data are any objects with ``__dlpack__`` or ``__cuda_array_interface__`` (v3); streams are a
+``torch.cuda.Stream``, a CuPy stream, anything with ``__cuda_stream__``, or an int handle;
+``None`` is the current stream of the framework that owns the data.
+
+**Views and release.** ``out.numpy()`` is a read-only view of the pinned slot. The slot is
+held by the readout and by every view (and DLPack export) made from it, and reused only once
+all of them are gone: no view can ever see another readback's data. ``out.release()`` (or
+leaving ``with``) lets go of the readout's hold and raises ``BufferError`` while views are
+still alive, like ``memoryview.release()``; take ``out.copy()`` for data that must outlive the
+slot.
+"""
+
+from __future__ import annotations
+
+from . import _native
+from ._append import APPEND_DESC_DTYPE, append_header, include_dir
+from ._errors import (
+    AppendMisuseError,
+    AppendOverflowError,
+    AppendUnfinishedError,
+    BadPointerError,
+    ConfigError,
+    CorruptTrailerError,
+    CountExceedsCapacityError,
+    CountExceedsSourceError,
+    CudaError,
+    DriverNotFoundError,
+    ForeignDeviceError,
+    NegativeCountError,
+    NoDeviceError,
+    NothingRecordedError,
+    OverrunError,
+    ReadbackError,
+    ReadbackTimeoutError,
+    RecordingMismatchError,
+    SchemaError,
+    SlotsExhaustedError,
+    StreamCapturingError,
+)
+from ._native import (
+    KERNEL_TARGETS,
+    MAX_COLUMNS,
+    AppendReadback,
+    GraphReadback,
+    PendingAppend,
+    Readback,
+    Readout,
+    Ticket,
+    device_count,
+    is_available,
+)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Readback",
+    "Ticket",
+    "Readout",
+    "GraphReadback",
+    "AppendReadback",
+    "PendingAppend",
+    "device_count",
+    "is_available",
+    "include_dir",
+    "append_header",
+    "APPEND_DESC_DTYPE",
+    "KERNEL_TARGETS",
+    "MAX_COLUMNS",
+    "ReadbackError",
+    "DriverNotFoundError",
+    "NoDeviceError",
+    "CudaError",
+    "ConfigError",
+    "SchemaError",
+    "StreamCapturingError",
+    "NothingRecordedError",
+    "RecordingMismatchError",
+    "CountExceedsCapacityError",
+    "AppendOverflowError",
+    "NegativeCountError",
+    "CountExceedsSourceError",
+    "AppendUnfinishedError",
+    "AppendMisuseError",
+    "ForeignDeviceError",
+    "BadPointerError",
+    "SlotsExhaustedError",
+    "ReadbackTimeoutError",
+    "OverrunError",
+    "CorruptTrailerError",
+]

@@ -1,0 +1,1 @@
+../../../../include/sized_readback/append.cuh

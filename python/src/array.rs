@@ -1,0 +1,331 @@
+//! Reading a device array from Python: PyTorch tensors directly (their own accessors, the
+//! fast path), anything else through `__dlpack__` or `__cuda_array_interface__` (v3).
+use crate::dlpack::{self, DL_CUDA};
+use crate::py_util::{owner_of, torch, Owner};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// What must finish before the readback may read an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// Nothing more: the producer already ordered its work before the enqueue stream
+    /// (`__dlpack__(stream=...)`), or says no synchronization is needed.
+    Nothing,
+    /// Work on this stream (raw handle).
+    Stream(usize),
+    /// Work on PyTorch's current stream of this device (a tensor read directly).
+    TorchCurrent(i32),
+}
+
+/// One device array: where it is, its element type and shape, and what to wait for.
+#[derive(Debug)]
+pub(crate) struct DeviceArray {
+    pub(crate) ptr: u64,
+    pub(crate) shape: Vec<i64>,
+    /// numpy kind (`b i u f c V`, `B` for bfloat16).
+    pub(crate) kind: u8,
+    pub(crate) itemsize: usize,
+    pub(crate) after: After,
+}
+
+impl DeviceArray {
+    pub(crate) fn numel(&self) -> i64 {
+        self.shape.iter().product()
+    }
+    /// The element type, numpy style (`float64`, `int32`, `bfloat16`, `V12`).
+    pub(crate) fn type_name(&self) -> String {
+        let bits = self.itemsize * 8;
+        match self.kind {
+            b'b' => "bool".into(),
+            b'i' => format!("int{bits}"),
+            b'u' => format!("uint{bits}"),
+            b'f' => format!("float{bits}"),
+            b'c' => format!("complex{bits}"),
+            b'B' => "bfloat16".into(),
+            _ => format!("V{}", self.itemsize),
+        }
+    }
+}
+
+/// Legacy default stream handles: null and `CU_STREAM_LEGACY` (1) are the same stream.
+pub(crate) fn same_stream(a: usize, b: usize) -> bool {
+    let norm = |s: usize| if s == 1 { 0 } else { s };
+    norm(a) == norm(b)
+}
+
+/// The `stream` argument of `__dlpack__` for a consumer stream: the legacy default stream is
+/// 1 there (0 is disallowed), the per-thread one 2, anything else its handle.
+fn dlpack_stream(s: usize) -> usize {
+    if s == 0 {
+        1
+    } else {
+        s
+    }
+}
+
+/// Whether `shape`/`strides` (in units of `unit`: 1 for DLPack's element strides, the item
+/// size for CUDA Array Interface byte strides) are C-contiguous.
+fn contiguous(shape: &[i64], strides: Option<&[i64]>, unit: i64) -> bool {
+    let Some(st) = strides else { return true };
+    if st.len() != shape.len() || shape.contains(&0) {
+        return st.len() == shape.len();
+    }
+    let mut expect = unit;
+    for i in (0..shape.len()).rev() {
+        if shape[i] != 1 && st[i] != expect {
+            return false;
+        }
+        expect *= shape[i];
+    }
+    true
+}
+
+fn foreign(py: Python<'_>, what: &str, on: i64, device: i32) -> PyErr {
+    crate::errors::make(
+        py,
+        "ForeignDeviceError",
+        format!("{what} is on CUDA device {on}, the readback on device {device}"),
+        &[],
+    )
+}
+
+/// Reads `obj` as a device array of `device` whose work the readback will run after on
+/// `stream`. Whatever must stay alive while the readback reads it is pushed onto `keep` (the
+/// object itself, and a DLPack capsule).
+pub(crate) fn acquire(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    stream: usize,
+    device: i32,
+    what: &str,
+    keep: &mut Vec<Py<PyAny>>,
+) -> PyResult<DeviceArray> {
+    if owner_of(obj) == Owner::Torch {
+        let t = torch(py)?;
+        if obj.is_instance(t.tensor.bind(py))? {
+            if let Some(a) = torch_tensor(py, obj, device, what)? {
+                keep.push(obj.clone().unbind());
+                return Ok(a);
+            }
+        }
+    }
+    if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+        let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+        keep.push(obj.clone().unbind());
+        return Ok(a);
+    }
+    if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+        let a = from_cai(py, &cai, what)?;
+        keep.push(obj.clone().unbind());
+        return Ok(a);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what} must be a CUDA device array (an object with __dlpack__ or \
+         __cuda_array_interface__, e.g. a torch.Tensor, cupy.ndarray, jax.Array or numba \
+         device array), not {}",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
+}
+
+/// A torch.Tensor through its own accessors; `None` for a dtype this does not know (the
+/// DLPack path then decides).
+fn torch_tensor(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    device: i32,
+    what: &str,
+) -> PyResult<Option<DeviceArray>> {
+    let t = torch(py)?;
+    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let Some(kind) = t.dtypes.bind(py).get_item(&dtype)? else {
+        return Ok(None);
+    };
+    let (kind, itemsize): (u8, usize) = kind.extract()?;
+    if !obj.getattr(intern!(py, "is_cuda"))?.extract::<bool>()? {
+        return Err(PyValueError::new_err(format!(
+            "{what} is a torch tensor on {}, not on a CUDA device",
+            obj.getattr(intern!(py, "device"))?.str()?
+        )));
+    }
+    let on: i64 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
+    if on != device as i64 {
+        return Err(foreign(py, what, on, device));
+    }
+    if !obj
+        .call_method0(intern!(py, "is_contiguous"))?
+        .extract::<bool>()?
+    {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not contiguous: pass .contiguous() (rows are read as one block)"
+        )));
+    }
+    let shape: Vec<i64> = obj.getattr(intern!(py, "shape"))?.extract()?;
+    let ptr: u64 = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+    Ok(Some(DeviceArray {
+        ptr,
+        shape,
+        kind,
+        itemsize,
+        after: After::TorchCurrent(device),
+    }))
+}
+
+fn from_dlpack(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    dev: &Bound<'_, PyAny>,
+    stream: usize,
+    device: i32,
+    what: &str,
+    keep: &mut Vec<Py<PyAny>>,
+) -> PyResult<DeviceArray> {
+    let (dt, id): (i32, i64) = dev.call0()?.extract()?;
+    if dt != DL_CUDA {
+        let name = match dt {
+            1 => " (CPU)",
+            3 => " (CUDA pinned host memory)",
+            13 => " (CUDA managed memory)",
+            _ => "",
+        };
+        return Err(PyValueError::new_err(format!(
+            "{what} is not in CUDA device memory: its DLPack device type is {dt}{name}, \
+             not kDLCUDA (2)"
+        )));
+    }
+    if id != device as i64 {
+        return Err(foreign(py, what, id, device));
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "stream"), dlpack_stream(stream))?;
+    let (capsule, after) = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => (c, After::Nothing),
+        // A producer that predates the stream argument: it synchronized for the legacy
+        // default stream, if at all.
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => (
+            obj.call_method0(intern!(py, "__dlpack__"))?,
+            After::Stream(0),
+        ),
+        Err(e) => return Err(e),
+    };
+    let d = dlpack::describe(&capsule)?;
+    keep.push(capsule.unbind());
+    if d.device.device_type != DL_CUDA {
+        return Err(PyValueError::new_err(format!(
+            "{what}'s DLPack tensor is on device type {}, not kDLCUDA (2)",
+            d.device.device_type
+        )));
+    }
+    if d.device.device_id != device {
+        return Err(foreign(py, what, d.device.device_id as i64, device));
+    }
+    let (kind, itemsize) = dlpack::kind_of(d.dtype)?;
+    if !contiguous(&d.shape, d.strides.as_deref(), 1) {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not C-contiguous (shape {:?}, strides {:?} elements): rows are read as \
+             one block",
+            d.shape,
+            d.strides.unwrap_or_default()
+        )));
+    }
+    Ok(DeviceArray {
+        ptr: d.ptr,
+        shape: d.shape,
+        kind,
+        itemsize,
+        after,
+    })
+}
+
+/// Parses a typestr such as `<f8`, `|b1`, `<V12`: (kind, item size).
+fn parse_typestr(t: &str, what: &str) -> PyResult<(u8, usize)> {
+    let bad = || {
+        PyValueError::new_err(format!(
+            "{what} has __cuda_array_interface__ typestr {t:?}, which is not a plain \
+             little-endian type"
+        ))
+    };
+    let b = t.as_bytes();
+    if b.len() < 3 || !matches!(b[0], b'<' | b'|' | b'=') {
+        return Err(bad());
+    }
+    let kind = match b[1] {
+        k @ (b'b' | b'i' | b'u' | b'f' | b'c' | b'V') => k,
+        _ => return Err(bad()),
+    };
+    let size: usize = t[2..].parse().map_err(|_| bad())?;
+    if size == 0 {
+        return Err(bad());
+    }
+    Ok((kind, size))
+}
+
+fn from_cai<'py>(py: Python<'py>, cai: &Bound<'py, PyAny>, what: &str) -> PyResult<DeviceArray> {
+    let d = cai.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("{what}.__cuda_array_interface__ is not a dict"))
+    })?;
+    let get = |k: &Bound<'py, pyo3::types::PyString>| -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(d.get_item(k)?.filter(|v| !v.is_none()))
+    };
+    let missing =
+        |k: &str| PyValueError::new_err(format!("{what}.__cuda_array_interface__ has no {k:?}"));
+    let shape: Vec<i64> = get(intern!(py, "shape"))?
+        .ok_or_else(|| missing("shape"))?
+        .extract()?;
+    let typestr: String = get(intern!(py, "typestr"))?
+        .ok_or_else(|| missing("typestr"))?
+        .extract()?;
+    let (ptr, _readonly): (u64, bool) = get(intern!(py, "data"))?
+        .ok_or_else(|| missing("data"))?
+        .extract()?;
+    if get(intern!(py, "mask"))?.is_some() {
+        return Err(PyValueError::new_err(format!(
+            "{what} is a masked array: the readback reads every element"
+        )));
+    }
+    let (kind, itemsize) = parse_typestr(&typestr, what)?;
+    let strides: Option<Vec<i64>> = get(intern!(py, "strides"))?
+        .map(|s| s.extract())
+        .transpose()?;
+    if !contiguous(&shape, strides.as_deref(), itemsize as i64) {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not C-contiguous (shape {shape:?}, strides {:?} bytes): rows are read \
+             as one block",
+            strides.unwrap_or_default()
+        )));
+    }
+    // Version 3: the stream the consumer must synchronize with (None: none needed).
+    let after = match get(intern!(py, "stream"))? {
+        Some(s) => {
+            let s: i64 = s.extract()?;
+            if s <= 0 {
+                return Err(PyValueError::new_err(format!(
+                    "{what}.__cuda_array_interface__ has stream {s}, which the CUDA Array \
+                     Interface disallows"
+                )));
+            }
+            After::Stream(s as usize)
+        }
+        None => After::Nothing,
+    };
+    Ok(DeviceArray {
+        ptr,
+        shape,
+        kind,
+        itemsize,
+        after,
+    })
+}
+
+/// The stream a CUDA Array Interface object asks its consumer to order after, if any (for
+/// choosing the enqueue stream when none was given).
+pub(crate) fn cai_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> Option<usize> {
+    let cai = obj.getattr(intern!(py, "__cuda_array_interface__")).ok()?;
+    let s = cai.cast::<PyDict>().ok()?.get_item("stream").ok()??;
+    let s: i64 = s.extract().ok()?;
+    (s > 0).then_some(if s == 1 { 0 } else { s as usize })
+}

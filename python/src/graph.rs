@@ -1,0 +1,290 @@
+//! `GraphReadback`: a readback recorded into a CUDA graph (e.g. inside
+//! `torch.cuda.graph(...)`) and consumed once per replay with `next()`.
+use crate::append::desc_array;
+use crate::errors::{make, IntoPy};
+use crate::readback::{check_settings, column_bytes, deadline, describe_columns, inputs, open};
+use crate::readout::{HeldReplay, HeldSlot, Holder, Readout};
+use crate::spec::{parse_columns, ColSpec};
+use crate::stream::{CtxGuard, Shared};
+use pyo3::prelude::*;
+use srb::cudarc::driver::sys::CUstream;
+use srb::{ReadbackConfig, Transport};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// A device-sequenced readback for CUDA graphs: `record()` it while a stream is captured,
+/// replay the graph, and take one readout per replay with `next()`, in order.
+#[pyclass(module = "sized_readback._native")]
+pub struct GraphReadback {
+    inner: Mutex<Option<Arc<srb::GraphReadback>>>,
+    shared: Arc<Shared>,
+    specs: Arc<Vec<ColSpec>>,
+    columns: bool,
+    /// Everything a recording reads: every replay reads it again.
+    keep: Mutex<Vec<Py<PyAny>>>,
+    recorded: AtomicBool,
+}
+
+impl GraphReadback {
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<srb::GraphReadback>>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn graph(&self, py: Python<'_>) -> PyResult<Arc<srb::GraphReadback>> {
+        self.lock().clone().ok_or_else(|| {
+            make(
+                py,
+                "ReadbackError",
+                "the graph readback was closed".to_string(),
+                &[],
+            )
+        })
+    }
+
+    fn take(
+        &self,
+        py: Python<'_>,
+        g: &Arc<srb::GraphReadback>,
+        replay: srb::Replay<'_>,
+    ) -> PyResult<Py<Readout>> {
+        let r = replay.readout();
+        let (count, seq, cols) = (r.count(), r.seq(), column_bytes(&r, self.specs.len()));
+        drop(r);
+        // SAFETY: the replay borrows *g, which the HeldReplay keeps alive.
+        let held = unsafe { HeldReplay::new(replay, g.clone()) };
+        Py::new(
+            py,
+            Readout::new(
+                HeldSlot::new(Holder::Replay(held)),
+                count,
+                seq,
+                cols,
+                self.specs.clone(),
+                self.columns,
+            ),
+        )
+    }
+}
+
+#[pymethods]
+impl GraphReadback {
+    #[new]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=8, device=0))]
+    fn new(
+        py: Python<'_>,
+        capacity: i64,
+        dtype: Option<&Bound<'_, PyAny>>,
+        columns: Option<&Bound<'_, PyAny>>,
+        slots: i64,
+        device: i64,
+    ) -> PyResult<Self> {
+        let (capacity, slots, device, _) = check_settings(capacity, slots, device, "mapped")?;
+        let (specs, columns) = parse_columns(py, dtype, columns)?;
+        let (shared, schema, _restore) = open(py, device, &specs)?;
+        let config = ReadbackConfig::new(capacity)
+            .slots(slots)
+            .transport(Transport::Mapped);
+        let g = srb::GraphReadback::new(&shared.ctx, &schema, config).py_err(py)?;
+        Ok(GraphReadback {
+            inner: Mutex::new(Some(Arc::new(g))),
+            shared,
+            specs: Arc::new(specs),
+            columns,
+            keep: Mutex::new(Vec::new()),
+            recorded: AtomicBool::new(false),
+        })
+    }
+
+    /// Records the pack of `count` rows of `data` on `stream` (default: the current stream of
+    /// `data`'s framework, which inside `torch.cuda.graph(...)` is the capture stream). Every
+    /// replay of the captured graph runs it again on the same arrays, which this object keeps
+    /// alive. Outside a capture the pack runs once, and is taken with `next()` like a replay.
+    #[pyo3(signature = (data, count, stream=None))]
+    fn record(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        count: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let g = self.graph(py)?;
+        let _restore = CtxGuard::save();
+        let inp = inputs(
+            py,
+            &self.shared,
+            &self.specs,
+            self.columns,
+            data,
+            count,
+            stream,
+        )?;
+        // SAFETY: the arrays are device memory read from their frameworks, kept alive (with
+        // the stream object) for as long as this object lives, and never freed at all once
+        // recorded unless close() is called (see Drop); the recordings of one GraphReadback
+        // run one at a time when its graphs are launched on one stream, as documented.
+        unsafe { g.record_raw(inp.stream as CUstream, None, &inp.sources, inp.count) }
+            .py_err(py)?;
+        self.recorded.store(true, Ordering::Relaxed);
+        self.keep
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(inp.keep);
+        Ok(())
+    }
+
+    /// Blocks (without the GIL) until the next replay's readback is there and returns it.
+    /// Raises `OverrunError` for a replay the device dropped (the host held every slot), the
+    /// count's errors for that replay, `ReadbackTimeoutError` after `timeout` seconds.
+    #[pyo3(signature = (timeout=None))]
+    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Readout>> {
+        let g = self.graph(py)?;
+        let deadline = deadline(timeout)?;
+        let _restore = CtxGuard::save();
+        let start = Instant::now();
+        loop {
+            let slice = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
+                None => WAIT_SLICE,
+            };
+            let gg = g.clone();
+            let n = self.specs.len();
+            let r = py.detach(move || match gg.next_timeout(slice) {
+                Ok(replay) => {
+                    let r = replay.readout();
+                    let facts = (r.count(), r.seq(), column_bytes(&r, n));
+                    drop(r);
+                    // SAFETY: the replay borrows *gg, which the HeldReplay keeps alive.
+                    let held = unsafe { HeldReplay::new(replay, gg.clone()) };
+                    Ok((facts, held))
+                }
+                Err(e) => Err(e),
+            });
+            match r {
+                Ok(((count, seq, cols), held)) => {
+                    return Py::new(
+                        py,
+                        Readout::new(
+                            HeldSlot::new(Holder::Replay(held)),
+                            count,
+                            seq,
+                            cols,
+                            self.specs.clone(),
+                            self.columns,
+                        ),
+                    );
+                }
+                Err(srb::Error::Timeout { .. }) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(crate::errors::to_py(
+                            py,
+                            srb::Error::Timeout {
+                                waited: start.elapsed(),
+                            },
+                        ));
+                    }
+                    py.check_signals()?;
+                }
+                Err(e) => return Err(crate::errors::to_py(py, e)),
+            }
+        }
+    }
+
+    /// The next replay's readout if it is there, else None. Never blocks.
+    fn try_next(&self, py: Python<'_>) -> PyResult<Option<Py<Readout>>> {
+        let g = self.graph(py)?;
+        let _restore = CtxGuard::save();
+        let next = g.try_next().py_err(py)?;
+        match next {
+            Some(replay) => self.take(py, &g, replay).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The descriptor for append kernels recorded into graphs with this readback (a numpy
+    /// `APPEND_DESC_DTYPE` array of one element, passed by value): the same for every replay.
+    fn append_desc(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let g = self.graph(py)?;
+        let d = g.append_desc().py_err(py)?;
+        self.recorded.store(true, Ordering::Relaxed);
+        desc_array(py, d.as_bytes())
+    }
+
+    /// Frees the readback once nothing holds it. Call it only when no graph that recorded it
+    /// will be launched again: a replay after close() would write into freed memory. Without
+    /// close(), a graph readback that recorded anything is never freed (its graphs may outlive
+    /// it); one that recorded nothing is freed when garbage-collected.
+    fn close(&self) {
+        let _restore = CtxGuard::save();
+        let g = self.lock().take();
+        drop(g);
+        self.keep.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Whether close() was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.lock().is_none()
+    }
+    /// Rows one slot holds.
+    #[getter]
+    fn capacity(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.graph(py)?.capacity())
+    }
+    /// Slots: how many replays may run ahead of the host.
+    #[getter]
+    fn slots(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.graph(py)?.slots())
+    }
+    /// The sequence number `next()` returns next (from 1).
+    #[getter]
+    fn next_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.graph(py)?.next_seq())
+    }
+    /// The newest sequence number the device dropped for lack of a released slot (0: none).
+    #[getter]
+    fn last_overrun(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.graph(py)?.last_overrun())
+    }
+    /// The CUDA device ordinal.
+    #[getter]
+    fn device(&self) -> i32 {
+        self.shared.device
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.lock().as_ref() {
+            Some(g) => format!(
+                "GraphReadback(capacity={}, {}, slots={}, device={}, next_seq={})",
+                g.capacity(),
+                describe_columns(py, &self.specs, self.columns),
+                g.slots(),
+                self.shared.device,
+                g.next_seq()
+            ),
+            None => "GraphReadback(closed)".to_string(),
+        }
+    }
+}
+
+impl Drop for GraphReadback {
+    fn drop(&mut self) {
+        let _restore = CtxGuard::save();
+        if self.recorded.load(Ordering::Relaxed) {
+            // A captured graph may still be replayed and write into the slots, reading the
+            // recorded arrays: keep both for the life of the process.
+            if let Some(g) = self
+                .inner
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                std::mem::forget(g);
+            }
+            let keep = std::mem::take(self.keep.get_mut().unwrap_or_else(|p| p.into_inner()));
+            std::mem::forget(keep);
+        }
+    }
+}

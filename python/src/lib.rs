@@ -1,0 +1,51 @@
+//! `sized_readback._native`: the Python binding of sized-readback, on the library's public
+//! Rust API. Readbacks take device arrays through `__dlpack__` or `__cuda_array_interface__`
+//! (PyTorch tensors through their own accessors), streams as framework stream objects or raw
+//! handles, and hand back the data as numpy views of the pinned slot. The pure-Python package
+//! `sized_readback` re-exports everything and defines the exception classes.
+mod append;
+mod array;
+mod dlpack;
+mod errors;
+mod graph;
+mod py_util;
+mod readback;
+mod readout;
+mod spec;
+mod stream;
+mod testing;
+
+use errors::IntoPy;
+use pyo3::prelude::*;
+
+/// Number of CUDA devices. Raises `DriverNotFoundError` when no CUDA driver is installed.
+#[pyfunction]
+fn device_count(py: Python<'_>) -> PyResult<usize> {
+    srb::device::count().py_err(py)
+}
+
+/// Whether a CUDA driver and at least one device are present (never raises).
+#[pyfunction]
+fn is_available() -> bool {
+    srb::device::count().is_ok_and(|n| n > 0)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<readback::Readback>()?;
+    m.add_class::<readback::Ticket>()?;
+    m.add_class::<readout::Readout>()?;
+    m.add_class::<readout::SlotView>()?;
+    m.add_class::<graph::GraphReadback>()?;
+    m.add_class::<append::AppendReadback>()?;
+    m.add_class::<append::PendingAppend>()?;
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(is_available, m)?)?;
+    m.add("KERNEL_TARGETS", srb::KERNEL_TARGETS)?;
+    m.add("APPEND_HEADER", srb::append::HEADER)?;
+    m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;
+    m.add("MAX_COLUMNS", srb::MAX_COLUMNS)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    testing::add(m)?;
+    Ok(())
+}
