@@ -32,3 +32,5 @@ export SRB_LIBDIR="${CARGO_TARGET_DIR:-$PWD/target}/release"
 bash scripts/test-packages.sh
 bash scripts/test-host-programs.sh
 unset SRB_LIBDIR
+bash scripts/python.sh install  # the Python package (python/): one release build of the extension, through pip and maturin
+bash scripts/python.sh test     # its pytest suite (GPU tests are reported as skipped without a GPU)
