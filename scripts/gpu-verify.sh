@@ -15,6 +15,9 @@
 #   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
 #   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
+#   python     the Python package: the abi3 wheel from target/wheels (scripts/python.sh wheel)
+#              installed with pip --target, its whole pytest suite (torch, CuPy, JAX, Numba), the
+#              CuPy append example, and the benchmark (python/bench/bench.py; JSON in verify.tgz)
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
 #              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
@@ -36,7 +39,7 @@ step() { # step NAME COMMAND...: runs it, logs to $work/NAME.log, records the ve
   "$@" > "$work/$name.log" 2>&1
   local rc=$?
   printf '%-26s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
-    "$(grep -E 'test result|verified|gpu-stage run|matches|DIFFERS|targets hold|ERROR SUMMARY|agrees|ALL CLEAN|SOME FAILED' "$work/$name.log" | tail -n 3 | tr '\n' ' ')" | tee -a "$summary"
+    "$(grep -E 'test result|verified|gpu-stage run|matches|DIFFERS|targets hold|ERROR SUMMARY|agrees|ALL CLEAN|SOME FAILED|passed|failed|Successfully' "$work/$name.log" | tail -n 3 | tr '\n' ' ')" | tee -a "$summary"
   [ "$rc" -eq 0 ] || fail=1
 }
 seed_ok() { # seed_ok STRATEGY EXPECTED: the seed example's lines (kernel printf off) match
@@ -81,6 +84,13 @@ for ph in "${phases[@]}"; do
       done ;;
     bench)
       step bench .gpu/bin/bench-readback --bench ;;
+    python)
+      pyt="$work/pysite"
+      step py-install python3 -m pip install --no-deps --no-index --target "$pyt" target/wheels/sized_readback-*.whl
+      step py-tests env PYTHONPATH="$pyt" python3 -m pytest python/tests -rs -q
+      step py-cupy-append env PYTHONPATH="$pyt" python3 python/examples/cupy_append.py
+      step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"
+      grep -E 'holds|MISS|yes|NO' "$work/python/bench.md" 2>/dev/null | sed 's/^/python: /' >> "$summary" ;;
     mpi)
       step mpi env OUT="$work" bash scripts/mpi-runs.sh
       sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
