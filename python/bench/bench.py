@@ -171,7 +171,7 @@ def main(argv=None):
             return False
         if n <= 65536:
             return bool(np.array_equal(host, src_h[:n] + k))
-        pick = np.r_[0, n - 1, np.random.default_rng(k % 1000).integers(0, n, 64)]
+        pick = np.r_[0, n - 1, np.random.default_rng(int(k) % 1000).integers(0, n, 64)]
         return bool(np.array_equal(host[pick], src_h[pick] + k))
 
     # Each returns (µs, correct, extra) for one cycle; extra holds component timings.
@@ -372,6 +372,12 @@ def main(argv=None):
 
     def ratio_target(points, limit, label):
         if not points:
+            return
+        missing = [(p["n"], a) for p in points for a in ("sized_readback", "item_pinned")
+                   if not p["approaches"][a]["latency_us"]["samples"]]
+        if missing:
+            errs = "; ".join(f"n={size_name(n)} {a}: {next(p for p in points if p['n'] == n)['approaches'][a]['error']}" for n, a in missing)
+            targets.append(Target.make(label, float("inf"), limit, "<=", "no samples", f"an approach failed: {errs}"))
             return
         ratios = [(p50(p, "sized_readback") / p50(p, "item_pinned"), p) for p in points]
         worst, wp = max(ratios, key=lambda r: r[0])

@@ -10,6 +10,12 @@ pytestmark = pytest.mark.gpu
 numba_cuda = pytest.importorskip("numba.cuda")
 cuda = numba_cuda
 
+# numba-cuda 0.30 (the GPU host's) calls np.row_stack while it compiles its first kernel
+# (numba/cuda/extending.py, through its fp16/bf16 typing), which NumPy 2.x no longer has: it
+# is np.vstack under its old name. Without this alias no @cuda.jit kernel compiles there.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
 CAP = 2048
 
 
