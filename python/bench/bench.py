@@ -449,7 +449,9 @@ def main(argv=None):
     table = render(out, order)
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    # NumPy scalars (counts, sums) as the Python numbers they hold.
+    as_json = lambda o: o.item() if isinstance(o, np.generic) else str(o)
+    args.out.write_text(json.dumps(out, indent=2, default=as_json) + "\n")
     args.out.with_suffix(".md").write_text(table)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}", file=sys.stderr)
     return 0 if all(t["holds"] for t in targets) else 1
