@@ -303,6 +303,27 @@ fn guard(f: impl FnOnce() -> Result<i32, Failure>) -> i32 {
     }
 }
 
+/// [`guard`] for the calls that return a pointer: the pointer `f` gives, or null (with this
+/// thread's last error set) on an error or a panic.
+fn guard_ptr(f: impl FnOnce() -> Result<*const c_void, Failure>) -> *const c_void {
+    let mut ptr = std::ptr::null();
+    match guard(|| {
+        ptr = f()?;
+        Ok(SRB_OK)
+    }) {
+        SRB_OK => ptr,
+        _ => std::ptr::null(),
+    }
+}
+
+/// `SRB_NOT_READY` for readback `seq`.
+fn in_flight(seq: u64) -> Failure {
+    Failure {
+        code: SRB_NOT_READY,
+        message: format!("readback {seq} is still in flight"),
+    }
+}
+
 fn parse_count_kind(kind: u32) -> Result<CountKind, Failure> {
     Ok(match kind {
         SRB_COUNT_INT32 => CountKind::I32,
@@ -1179,8 +1200,7 @@ pub unsafe extern "C" fn srb_count(rb: *const srb_readback, seq: u64, count_out:
 /// `rb` is a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn srb_data(rb: *const srb_readback, seq: u64, column: u32) -> *const c_void {
-    let mut ptr: *const c_void = std::ptr::null();
-    let code = guard(|| {
+    guard_ptr(|| {
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
         let no_column = || invalid(format!("column {column} does not exist"));
@@ -1203,25 +1223,11 @@ pub unsafe extern "C" fn srb_data(rb: *const srb_readback, seq: u64, column: u32
                         "the readback has {k} buckets: read each with srb_bucket_data"
                     )));
                 }
-                match t.data(column as usize, 0)? {
-                    Some((p, _)) => p,
-                    None => {
-                        return Err(Failure {
-                            code: SRB_NOT_READY,
-                            message: format!("readback {seq} is still in flight"),
-                        })
-                    }
-                }
+                t.data(column as usize, 0)?.ok_or_else(|| in_flight(seq))?.0
             }
         };
-        ptr = bytes_ptr.cast();
-        Ok(SRB_OK)
-    });
-    if code == SRB_OK {
-        ptr
-    } else {
-        std::ptr::null()
-    }
+        Ok(bytes_ptr.cast())
+    })
 }
 
 /// Host address of column `column`'s rows of bucket `bucket` of complete readback `seq`, and
@@ -1240,8 +1246,7 @@ pub unsafe extern "C" fn srb_bucket_data(
     column: u32,
     count_out: *mut u64,
 ) -> *const c_void {
-    let mut ptr: *const c_void = std::ptr::null();
-    let code = guard(|| {
+    guard_ptr(|| {
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
         let (p, n) = match &h.inner {
@@ -1257,28 +1262,16 @@ pub unsafe extern "C" fn srb_bucket_data(
                     .ok_or_else(|| invalid(format!("column {column} does not exist")))?;
                 (b.as_ptr(), n)
             }
-            _ => match held_of(h, seq)?.data(column as usize, bucket as usize)? {
-                Some(x) => x,
-                None => {
-                    return Err(Failure {
-                        code: SRB_NOT_READY,
-                        message: format!("readback {seq} is still in flight"),
-                    })
-                }
-            },
+            _ => held_of(h, seq)?
+                .data(column as usize, bucket as usize)?
+                .ok_or_else(|| in_flight(seq))?,
         };
         if !count_out.is_null() {
             // SAFETY: per the contract.
             unsafe { *count_out = n as u64 };
         }
-        ptr = p.cast();
-        Ok(SRB_OK)
-    });
-    if code == SRB_OK {
-        ptr
-    } else {
-        std::ptr::null()
-    }
+        Ok(p.cast())
+    })
 }
 
 fn schema_len(h: &srb_readback) -> usize {
@@ -1362,30 +1355,12 @@ pub unsafe extern "C" fn srb_spill_data(
     seq: u64,
     column: u32,
 ) -> *const c_void {
-    let mut ptr: *const c_void = std::ptr::null();
-    let code = guard(|| {
+    guard_ptr(|| {
         // SAFETY: per the contract.
-        let h = unsafe { handle(rb)? };
-        let ticket = match &h.inner {
-            Inner::Graph { spills, .. } => lock(spills)
-                .iter()
-                .find(|(s, _)| *s == seq)
-                .map(|(_, t)| t.clone()),
-            _ => match &*held_of(h, seq)? {
-                Held::Append(_, spill) => lock(spill).clone(),
-                Held::Pack(_) => None,
-            },
-        };
-        let t = ticket.ok_or_else(|| invalid(format!("no spill of {seq} was fetched")))?;
+        let t = unsafe { fetched_spill(rb, seq)? };
         let out = t.wait()?;
-        ptr = out.column_bytes(column as usize)?.as_ptr().cast();
-        Ok(SRB_OK)
-    });
-    if code == SRB_OK {
-        ptr
-    } else {
-        std::ptr::null()
-    }
+        Ok(out.column_bytes(column as usize)?.as_ptr().cast())
+    })
 }
 
 /// Bucketed append: column `column`'s spilled rows of bucket `bucket` that `srb_fetch_spill`
@@ -1402,40 +1377,43 @@ pub unsafe extern "C" fn srb_spill_bucket_data(
     column: u32,
     count_out: *mut u64,
 ) -> *const c_void {
-    let mut ptr: *const c_void = std::ptr::null();
-    let code = guard(|| {
+    guard_ptr(|| {
         // SAFETY: per the contract.
-        let h = unsafe { handle(rb)? };
-        let ticket = match &h.inner {
-            Inner::Graph { spills, .. } => lock(spills)
-                .iter()
-                .find(|(s, _)| *s == seq)
-                .map(|(_, t)| t.clone()),
-            _ => match &*held_of(h, seq)? {
-                Held::Append(_, spill) => lock(spill).clone(),
-                Held::Pack(_) => None,
-            },
-        };
-        let t = ticket.ok_or_else(|| invalid(format!("no spill of {seq} was fetched")))?;
+        let t = unsafe { fetched_spill(rb, seq)? };
         let out = t.wait()?;
         let n = out
             .bucket_count(bucket as usize)
             .ok_or_else(|| invalid(format!("bucket {bucket} does not exist")))?;
-        ptr = out
+        let p = out
             .bucket_column_bytes(column as usize, bucket as usize)?
-            .as_ptr()
-            .cast();
+            .as_ptr();
         if !count_out.is_null() {
             // SAFETY: per the contract.
             unsafe { *count_out = n as u64 };
         }
-        Ok(SRB_OK)
-    });
-    if code == SRB_OK {
-        ptr
-    } else {
-        std::ptr::null()
-    }
+        Ok(p.cast())
+    })
+}
+
+/// The spill that `srb_fetch_spill` brought back for `seq` (a held replay's, or a held
+/// append readback's).
+///
+/// # Safety
+/// `rb` is null or a live handle.
+unsafe fn fetched_spill(rb: *const srb_readback, seq: u64) -> Result<Arc<ColumnTicket>, Failure> {
+    // SAFETY: per the contract.
+    let h = unsafe { handle(rb)? };
+    let ticket = match &h.inner {
+        Inner::Graph { spills, .. } => lock(spills)
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, t)| t.clone()),
+        _ => match &*held_of(h, seq)? {
+            Held::Append(_, spill) => lock(spill).clone(),
+            Held::Pack(_) => None,
+        },
+    };
+    ticket.ok_or_else(|| invalid(format!("no spill of {seq} was fetched")))
 }
 
 /// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
