@@ -1,7 +1,9 @@
 //! `AppendReadback`: slots filled by the user's own kernel through the append header
 //! (`sized_readback/append.cuh`), e.g. a CuPy `RawKernel` that takes the descriptor by value.
 use crate::errors::IntoPy;
-use crate::readback::{check_settings, describe_columns, open, transport_name, Ticket};
+use crate::readback::{
+    check_capacity, check_settings, describe_columns, open, transport_name, Ticket,
+};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{handle_of, CtxGuard, Shared};
 use pyo3::exceptions::PyValueError;
@@ -157,9 +159,9 @@ impl AppendReadback {
         transport_name(self.rb.transport())
     }
     /// Replaces the slots with ones of `capacity` rows (after an `AppendOverflowError`).
-    fn grow(&self, py: Python<'_>, capacity: usize) -> PyResult<()> {
+    fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
-        self.rb.grow(capacity).py_err(py)
+        self.rb.grow(check_capacity(capacity)?).py_err(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -27,11 +27,7 @@ pub(crate) fn check_settings(
     device: i64,
     transport: &str,
 ) -> PyResult<(usize, usize, i32, Transport)> {
-    if capacity < 1 {
-        return Err(make_config(format!(
-            "capacity must be at least 1 row, not {capacity}"
-        )));
-    }
+    let capacity = check_capacity(capacity)?;
     if slots < 1 {
         return Err(make_config(format!(
             "slots must be at least 1, not {slots}"
@@ -51,7 +47,17 @@ pub(crate) fn check_settings(
             )))
         }
     };
-    Ok((capacity as usize, slots as usize, device as i32, transport))
+    Ok((capacity, slots as usize, device as i32, transport))
+}
+
+/// A capacity in rows, from Python: at least 1 (readbacks and their `grow`).
+pub(crate) fn check_capacity(capacity: i64) -> PyResult<usize> {
+    if capacity < 1 {
+        return Err(make_config(format!(
+            "capacity must be at least 1 row, not {capacity}"
+        )));
+    }
+    Ok(capacity as usize)
 }
 
 fn make_config(msg: String) -> PyErr {
@@ -330,15 +336,7 @@ impl Readback {
     /// the device data is untouched, enqueue again). Tickets already handed out keep theirs.
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
-        if capacity < 1 {
-            return Err(make(
-                py,
-                "ConfigError",
-                format!("capacity must be at least 1 row, not {capacity}"),
-                &[],
-            ));
-        }
-        self.rb.grow(capacity as usize).py_err(py)
+        self.rb.grow(check_capacity(capacity)?).py_err(py)
     }
 
     /// Rows one slot holds.
