@@ -5,7 +5,7 @@ extern crate srb as sized_readback;
 
 use anyhow::{ensure, Context as _, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use libtest_mimic::{Arguments, Failed, Trial};
 use srb::capi;
 use std::ffi::CStr;
@@ -294,6 +294,40 @@ fn capi_host_mode() -> Result<()> {
 
 /// Graph mode through the C ABI: record into a capture with raw handles, replay, consume
 /// with srb_next.
+/// Captures one step of the test kernels, `srb_record` of its three sources and the move to
+/// the next step into a graph.
+///
+/// # Safety
+/// `rb` is a live graph readback of `ptrs.len()` columns; `ptrs` and `lens` are `b`'s sources.
+unsafe fn capture_recorded_step(
+    rb: *mut capi::srb_readback,
+    stream: &Arc<CudaStream>,
+    k: &StepKernels,
+    b: &StepBuffers,
+    ptrs: &[CUdeviceptr],
+    lens: &[usize],
+) -> Result<CudaGraph> {
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    k.step(stream, b, 1)?;
+    // SAFETY: per the contract.
+    let code = unsafe {
+        capi::srb_record(
+            rb,
+            stream.cu_stream().cast(),
+            std::ptr::null_mut(),
+            ptrs.as_ptr(),
+            lens.as_ptr(),
+            b.count.ptr(),
+            capi::SRB_COUNT_INT32,
+        )
+    };
+    ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
+    k.advance(stream, b)?;
+    stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))?
+        .context("no graph")
+}
+
 fn capi_graph_mode() -> Result<()> {
     let ctx = ctx();
     let k = StepKernels::load(&ctx)?;
@@ -334,22 +368,7 @@ fn capi_graph_mode() -> Result<()> {
                 &mut seq
             ) == capi::SRB_ERR_INVALID_ARGUMENT
         );
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        k.step(&stream, &b, 1)?;
-        let code = capi::srb_record(
-            rb,
-            stream.cu_stream().cast(),
-            std::ptr::null_mut(),
-            ptrs.as_ptr(),
-            lens.as_ptr(),
-            b.count.ptr(),
-            capi::SRB_COUNT_INT32,
-        );
-        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
-        k.advance(&stream, &b)?;
-        let graph = stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))?
-            .context("no graph")?;
+        let graph = capture_recorded_step(rb, &stream, &k, &b, &ptrs, &lens)?;
         let mut errors = 0;
         for r in 0..replays {
             graph.launch()?;
@@ -428,22 +447,7 @@ fn capi_graph_concurrent_consumers() -> Result<()> {
         );
         ensure!(seq == u64::MAX, "nothing taken, no number stored");
 
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        k.step(&stream, &b, 1)?;
-        let code = capi::srb_record(
-            rb,
-            stream.cu_stream().cast(),
-            std::ptr::null_mut(),
-            ptrs.as_ptr(),
-            lens.as_ptr(),
-            b.count.ptr(),
-            capi::SRB_COUNT_INT32,
-        );
-        ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
-        k.advance(&stream, &b)?;
-        let graph = stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))?
-            .context("no graph")?;
+        let graph = capture_recorded_step(rb, &stream, &k, &b, &ptrs, &lens)?;
 
         let handle = rb as usize;
         let next = move |timeout_ns: i64| {
