@@ -7,7 +7,6 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
-use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::testing::{pattern, DeviceBuffer, Kernel, Kernels};
 use sized_readback::{
     AppendDesc, AppendReadback, ColumnReadout, ColumnSchema, Error, GraphReadback, ReadbackConfig,
@@ -16,6 +15,8 @@ use sized_readback::{
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+#[path = "common/trials.rs"]
+mod trials;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
@@ -765,50 +766,33 @@ fn header_is_shipped() -> Result<()> {
     Ok(())
 }
 
-type TestFn = fn() -> Result<()>;
-
 fn main() {
-    let args = Arguments::from_args();
-    let gpu = matches!(sized_readback::device::count(), Ok(n) if n > 0);
-    let tests: &[(&str, TestFn)] = &[
-        ("append_counts_at_the_edges", counts_at_the_edges),
-        ("append_element_sizes", element_sizes),
-        ("append_block_sizes_and_grids", block_sizes_and_grids),
-        (
-            "append_several_columns_and_3d_shapes",
-            several_columns_and_3d_shapes,
-        ),
-        (
-            "append_many_cycles_random_counts",
-            many_cycles_random_counts,
-        ),
-        (
-            "append_a_kernel_that_does_not_finish",
-            a_kernel_that_does_not_finish,
-        ),
-        ("append_misuse_is_reported", misuse_is_reported),
-        (
-            "append_nvrtc_kernel_through_the_header",
-            nvrtc_kernel_through_the_header,
-        ),
-        ("append_graph_replay", graph_replay),
-        ("append_graph_replay_overflow", graph_replay_overflow),
-    ];
-    let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
-    let mut trials: Vec<Trial> = tests
-        .iter()
-        .map(|&(name, f)| {
-            Trial::test(name, run(f))
-                .with_kind("gpu")
-                .with_ignored_flag(!gpu)
-        })
-        .collect();
-    trials.push(Trial::test(
-        "append_header_is_shipped",
-        run(header_is_shipped),
-    ));
-    if !gpu {
-        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
-    }
-    libtest_mimic::run(&args, trials).exit();
+    trials::run(
+        &[
+            ("append_counts_at_the_edges", counts_at_the_edges),
+            ("append_element_sizes", element_sizes),
+            ("append_block_sizes_and_grids", block_sizes_and_grids),
+            (
+                "append_several_columns_and_3d_shapes",
+                several_columns_and_3d_shapes,
+            ),
+            (
+                "append_many_cycles_random_counts",
+                many_cycles_random_counts,
+            ),
+            (
+                "append_a_kernel_that_does_not_finish",
+                a_kernel_that_does_not_finish,
+            ),
+            ("append_misuse_is_reported", misuse_is_reported),
+            (
+                "append_nvrtc_kernel_through_the_header",
+                nvrtc_kernel_through_the_header,
+            ),
+            ("append_graph_replay", graph_replay),
+            ("append_graph_replay_overflow", graph_replay_overflow),
+        ],
+        &[("append_header_is_shipped", header_is_shipped)],
+        false,
+    )
 }

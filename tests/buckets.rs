@@ -7,7 +7,6 @@
 //! *ignored*, never as passed.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
-use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::testing::{pattern, Kernel, Kernels};
 use sized_readback::{
     AppendDesc, AppendReadback, BucketReadback, ColumnReadout, ColumnSchema, CountType, Error,
@@ -15,6 +14,8 @@ use sized_readback::{
 };
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
+#[path = "common/trials.rs"]
+mod trials;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
@@ -524,29 +525,16 @@ fn pack_bad_inputs() -> Result<()> {
     Ok(())
 }
 
-type TestFn = fn() -> Result<()>;
-
 fn main() {
-    let args = Arguments::from_args();
-    let gpu = matches!(sized_readback::device::count(), Ok(n) if n > 0);
-    let tests: &[(&str, TestFn)] = &[
-        ("buckets_append", append_into_buckets),
-        ("buckets_bad_bucket_and_overflow", bad_buckets_and_overflow),
-        ("buckets_many_cycles", many_cycles_random_bucket_counts),
-        ("buckets_pack_partitioned_data", pack_partitioned_data),
-        ("buckets_pack_bad_inputs", pack_bad_inputs),
-    ];
-    let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
-    let trials: Vec<Trial> = tests
-        .iter()
-        .map(|&(name, f)| {
-            Trial::test(name, run(f))
-                .with_kind("gpu")
-                .with_ignored_flag(!gpu)
-        })
-        .collect();
-    if !gpu {
-        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
-    }
-    libtest_mimic::run(&args, trials).exit();
+    trials::run(
+        &[
+            ("buckets_append", append_into_buckets),
+            ("buckets_bad_bucket_and_overflow", bad_buckets_and_overflow),
+            ("buckets_many_cycles", many_cycles_random_bucket_counts),
+            ("buckets_pack_partitioned_data", pack_partitioned_data),
+            ("buckets_pack_bad_inputs", pack_bad_inputs),
+        ],
+        &[],
+        false,
+    )
 }

@@ -8,7 +8,6 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
-use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::testing::pattern;
 use sized_readback::{
     ColumnReadback, ColumnReadout, ColumnSchema, Element, Error, GraphReadback, ReadbackConfig,
@@ -16,15 +15,13 @@ use sized_readback::{
 };
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+#[path = "common/trials.rs"]
+mod trials;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
     CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
         .clone()
-}
-
-fn gpu_present() -> bool {
-    matches!(sized_readback::device::count(), Ok(n) if n > 0)
 }
 
 const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
@@ -671,42 +668,26 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     Ok(())
 }
 
-type TestFn = fn() -> Result<()>;
-
 fn main() {
-    let mut args = Arguments::from_args();
-    if args.test_threads.is_none() {
-        args.test_threads = Some(1);
-    }
-    let gpu = gpu_present();
-    let gpu_tests: &[(&str, TestFn)] = &[
-        ("columns_mixed_types", columns_mixed_types),
-        ("columns_count_rules", columns_count_rules),
-        ("columns_api_misuse", columns_api_misuse),
-        (
-            "columns_cloned_schema_types_are_checked",
-            columns_cloned_schema_types_are_checked,
-        ),
-        ("columns_raw_after_an_event", columns_raw_after_an_event),
-        ("graph_replays_the_seed_loop", graph_replays_the_seed_loop),
-        ("graph_overrun_is_detected", graph_overrun_is_detected),
-        ("graph_record_without_capture", graph_record_without_capture),
-        (
-            "graph_misuse_is_reported_at_once",
-            graph_misuse_is_reported_at_once,
-        ),
-    ];
-    let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
-    let trials: Vec<Trial> = gpu_tests
-        .iter()
-        .map(|&(name, f)| {
-            Trial::test(name, run(f))
-                .with_kind("gpu")
-                .with_ignored_flag(!gpu)
-        })
-        .collect();
-    if !gpu {
-        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
-    }
-    libtest_mimic::run(&args, trials).exit();
+    trials::run(
+        &[
+            ("columns_mixed_types", columns_mixed_types),
+            ("columns_count_rules", columns_count_rules),
+            ("columns_api_misuse", columns_api_misuse),
+            (
+                "columns_cloned_schema_types_are_checked",
+                columns_cloned_schema_types_are_checked,
+            ),
+            ("columns_raw_after_an_event", columns_raw_after_an_event),
+            ("graph_replays_the_seed_loop", graph_replays_the_seed_loop),
+            ("graph_overrun_is_detected", graph_overrun_is_detected),
+            ("graph_record_without_capture", graph_record_without_capture),
+            (
+                "graph_misuse_is_reported_at_once",
+                graph_misuse_is_reported_at_once,
+            ),
+        ],
+        &[],
+        true,
+    )
 }

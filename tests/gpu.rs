@@ -12,15 +12,14 @@ use sized_readback::{CountType, Element, Error, Readback, ReadbackConfig, Transp
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+#[path = "common/trials.rs"]
+mod trials;
+use trials::{gpu_present, TestFn};
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
     CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
         .clone()
-}
-
-fn gpu_present() -> bool {
-    matches!(sized_readback::device::count(), Ok(n) if n > 0)
 }
 
 const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
@@ -755,8 +754,6 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
     ensure!(t.wait_timeout(Duration::MAX)?.as_slice() == [2.5; 8]);
     Ok(())
 }
-
-type TestFn = fn() -> Result<()>;
 
 /// Tests that assert something about timing (a readback still in flight, a stale host size)
 /// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the

@@ -6,7 +6,6 @@ extern crate srb as sized_readback;
 use anyhow::{ensure, Context as _, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
-use libtest_mimic::{Arguments, Failed, Trial};
 use srb::capi;
 use std::ffi::CStr;
 use std::sync::{Arc, OnceLock};
@@ -15,15 +14,14 @@ use std::time::{Duration, Instant};
 #[path = "../../tests/common/step.rs"]
 mod step;
 use step::*;
+#[path = "../../tests/common/trials.rs"]
+mod trials;
+use trials::gpu_present;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
     CTX.get_or_init(|| srb::device::open(0).expect("a GPU (checked before the tests)"))
         .clone()
-}
-
-fn gpu_present() -> bool {
-    matches!(srb::device::count(), Ok(n) if n > 0)
 }
 
 fn last_error() -> String {
@@ -737,42 +735,21 @@ fn capi_append() -> Result<()> {
     Ok(())
 }
 
-type TestFn = fn() -> Result<()>;
-
 fn main() {
-    let mut args = Arguments::from_args();
-    if args.test_threads.is_none() {
-        args.test_threads = Some(1);
-    }
-    let gpu = gpu_present();
-    let gpu_tests: &[(&str, TestFn)] = &[
-        ("capi_host_mode", capi_host_mode),
-        ("capi_append", capi_append),
-        ("capi_graph_mode", capi_graph_mode),
-        (
-            "capi_graph_concurrent_consumers",
-            capi_graph_concurrent_consumers,
-        ),
-    ];
-    let run = |f: TestFn| move || f().map_err(|e| Failed::from(format!("{e:#}")));
-    let mut trials: Vec<Trial> = gpu_tests
-        .iter()
-        .map(|&(name, f)| {
-            Trial::test(name, run(f))
-                .with_kind("gpu")
-                .with_ignored_flag(!gpu)
-        })
-        .collect();
-    trials.push(Trial::test(
-        "capi_argument_errors",
-        run(capi_argument_errors),
-    ));
-    trials.push(Trial::test(
-        "seed_capi_expected_output",
-        run(seed_capi_expected_output),
-    ));
-    if !gpu {
-        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
-    }
-    libtest_mimic::run(&args, trials).exit();
+    trials::run(
+        &[
+            ("capi_host_mode", capi_host_mode),
+            ("capi_append", capi_append),
+            ("capi_graph_mode", capi_graph_mode),
+            (
+                "capi_graph_concurrent_consumers",
+                capi_graph_concurrent_consumers,
+            ),
+        ],
+        &[
+            ("capi_argument_errors", capi_argument_errors),
+            ("seed_capi_expected_output", seed_capi_expected_output),
+        ],
+        true,
+    )
 }
