@@ -15,15 +15,9 @@ if ! have_libclang; then
     || { echo "dev-env: could not install libclang-dev" >&2; return 1 2>/dev/null || exit 1; }
 fi
 
-find_nvcc() {
-  if [ -n "${NVCC:-}" ] && "$NVCC" --version >/dev/null 2>&1; then echo "$NVCC"; return; fi
-  for c in "${CUDA_HOME:-/nonexistent}/bin/nvcc" "$(command -v nvcc 2>/dev/null)" /usr/local/cuda/bin/nvcc \
-           "$root"/.venv-nvcc/lib/python3*/site-packages/nvidia/cu13/bin/nvcc; do
-    [ -n "$c" ] && [ -x "$c" ] && "$c" --version >/dev/null 2>&1 && { echo "$c"; return; }
-  done
-}
-nvcc_path="$(find_nvcc || true)"
-if [ -z "$nvcc_path" ]; then
+# scripts/find-nvcc.sh holds the search (NVCC, CUDA_HOME, PATH, /usr/local/cuda, an active
+# environment's wheel, .venv-nvcc) and sets NVCC when it finds one.
+if ! source "$root/scripts/find-nvcc.sh" 2>/dev/null; then
   echo "dev-env: no nvcc found; installing nvcc 13.0 from PyPI into $root/.venv-nvcc (about 280 MB on disk, once)" >&2
   py="$(command -v python3 || true)"
   [ -n "$py" ] || { echo "dev-env: python3 is needed to install nvcc" >&2; return 1 2>/dev/null || exit 1; }
@@ -31,8 +25,7 @@ if [ -z "$nvcc_path" ]; then
     && "$root/.venv-nvcc/bin/pip" install -q --disable-pip-version-check \
          nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 \
     || { echo "dev-env: pip install of nvcc failed" >&2; return 1 2>/dev/null || exit 1; }
-  nvcc_path="$(find_nvcc || true)"
-  [ -n "$nvcc_path" ] || { echo "dev-env: nvcc still not found after the install" >&2; return 1 2>/dev/null || exit 1; }
+  source "$root/scripts/find-nvcc.sh" 2>/dev/null \
+    || { echo "dev-env: nvcc still not found after the install" >&2; return 1 2>/dev/null || exit 1; }
 fi
-export NVCC="$nvcc_path"
 echo "dev-env: NVCC=$NVCC" >&2
