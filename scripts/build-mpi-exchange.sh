@@ -11,13 +11,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 libdir="${1:-$root/target/release}"
 out="${2:-$libdir/mpi_exchange}"
-lib="$libdir/libsized_readback.a"
-if [ ! -f "$lib" ]; then
-  # Build it only where cargo puts it; a LIBDIR given without the library is a mistake to report.
-  [ "$libdir" = "$root/target/release" ] || { echo "build-mpi-exchange: no libsized_readback.a in $libdir" >&2; exit 1; }
-  command -v cargo >/dev/null || { echo "build-mpi-exchange: $lib is missing and there is no cargo" >&2; exit 1; }
-  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
-fi
+source "$root/scripts/host-program.sh"
+srb_capi_lib build-mpi-exchange "$libdir"
 source "$root/scripts/find-nvcc.sh"
 mpicxx="${MPICXX:-mpicxx}"
 command -v "$mpicxx" >/dev/null || { echo "build-mpi-exchange: no $mpicxx (install libopenmpi-dev or set MPICXX)" >&2; exit 1; }

@@ -25,13 +25,8 @@ for a in "$@"; do
 done
 libdir="${args[0]:-$root/target/release}"
 out="${args[1]:-$libdir/seed_fortran}"
-lib="$libdir/libsized_readback.a"
-if [ ! -f "$lib" ]; then
-  # Build it only where cargo puts it; a LIBDIR given without the library is a mistake to report.
-  [ "$libdir" = "$root/target/release" ] || { echo "build-seed-fortran: no libsized_readback.a in $libdir" >&2; exit 1; }
-  command -v cargo >/dev/null || { echo "build-seed-fortran: $lib is missing and there is no cargo" >&2; exit 1; }
-  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
-fi
+source "$root/scripts/host-program.sh"
+srb_capi_lib build-seed-fortran "$libdir"
 FC="${FC:-gfortran}"
 command -v "$FC" >/dev/null || { echo "build-seed-fortran: no Fortran compiler '$FC' (apt-get install gfortran, or set FC)" >&2; exit 1; }
 read -r -a fflags <<<"${FFLAGS:--O2 -std=f2018 -Wall -Wextra}"
@@ -46,13 +41,9 @@ for src in capi/fortran/sized_readback.f90 examples/cout_format.f90 examples/see
 done
 show "$NVCC" -O2 -c "$root/examples/seed_fortran_kernel.cu" -o "$obj/seed_fortran_kernel.o"
 
-# The CUDA runtime's static library: beside the pip wheel's nvcc (lib/), in a toolkit's lib64/
-# or targets/*/lib/, or in a default library directory (Debian's nvidia-cuda-toolkit).
+# The CUDA runtime's static library (scripts/find-nvcc.sh found where).
 ldirs=()
-nvcc_root="$(dirname "$(dirname "$NVCC")")"
-for d in "$nvcc_root/lib64" "$nvcc_root/lib" "$nvcc_root"/targets/*/lib; do
-  if [ -f "$d/libcudart_static.a" ]; then ldirs+=(-L"$d"); break; fi
-done
+if [ -n "$CUDART_LIBDIR" ]; then ldirs+=(-L"$CUDART_LIBDIR"); fi
 # libstdc++ (cudart_static and the kernel object need it): FC's driver finds its own GCC's; a
 # gfortran without the matching g++ may not, so ask the C++ driver where its copy is.
 if [ "$("$FC" -print-file-name=libstdc++.so)" = "libstdc++.so" ] && command -v "${CXX:-g++}" >/dev/null; then
@@ -64,12 +55,5 @@ show "$FC" -o "$out" "$obj/sized_readback.o" "$obj/cout_format.o" "$obj/seed_for
   "$obj/seed_fortran_kernel.o" "$lib" "${ldirs[@]}" -lcudart_static -lstdc++ -lpthread -ldl -lm -lrt
 echo "build-seed-fortran: built $out"
 if [ "$run" = 1 ]; then
-  log="$obj/run.log"
-  "$out" | tee "$log"
-  if grep -v '^in kernel:' "$log" | diff -u "$root/examples/seed_capi.expected" -; then
-    echo "build-seed-fortran: output matches the seed's expected output ($(wc -l < "$root/examples/seed_capi.expected") lines)"
-  else
-    echo "build-seed-fortran: OUTPUT DIFFERS from examples/seed_capi.expected" >&2
-    exit 1
-  fi
+  srb_run_seed build-seed-fortran "$out"
 fi

@@ -1,7 +1,8 @@
 # Sourced by the scripts that build host programs with nvcc (seed_capi, mpi_exchange): sets
 # NVCC to a working nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, the nvidia-cuda-nvcc wheel
 # of an active Python environment or of .venv-nvcc) and NVCC_LINK_FLAGS to what its CUDA
-# runtime libraries need: the wheel keeps libcudart_static.a in its lib/, not where nvcc looks.
+# runtime libraries need (the wheel keeps libcudart_static.a in its lib/, not where nvcc looks), and
+# CUDART_LIBDIR to the directory of libcudart_static.a for other linkers.
 _srb_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _srb_try() { [ -n "$1" ] && [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
 if ! _srb_try "${NVCC:-}"; then
@@ -17,9 +18,19 @@ if [ -z "$NVCC" ]; then
   return 1 2>/dev/null || exit 1
 fi
 export NVCC
+# The CUDA runtime's static library: beside the pip wheel's nvcc (lib/, where nvcc itself does
+# not look), in a toolkit's lib64/ or targets/*/lib/; none found means a default library
+# directory (Debian's nvidia-cuda-toolkit). CUDART_LIBDIR is that directory, for linkers other
+# than nvcc (gfortran).
 NVCC_LINK_FLAGS=()
-_srb_lib="$(dirname "$(dirname "$NVCC")")/lib"
-if [ -f "$_srb_lib/libcudart_static.a" ]; then
-  NVCC_LINK_FLAGS=(-L"$_srb_lib")
-fi
+CUDART_LIBDIR=""
+_srb_nvcc_root="$(dirname "$(dirname "$NVCC")")"
+for _srb_d in "$_srb_nvcc_root/lib64" "$_srb_nvcc_root/lib" "$_srb_nvcc_root"/targets/*/lib; do
+  if [ -f "$_srb_d/libcudart_static.a" ]; then
+    CUDART_LIBDIR="$_srb_d"
+    NVCC_LINK_FLAGS=(-L"$_srb_d")
+    break
+  fi
+done
+unset _srb_d _srb_nvcc_root
 unset -f _srb_try

@@ -16,8 +16,9 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail=0
+source "$root/scripts/host-program.sh"
 gpu=0
-if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
+if srb_gpu_present; then gpu=1; fi
 expect_clean_error() { # LABEL PATTERN EXE [ARGS...]
   local label=$1 pattern=$2 rc out; shift 2
   set +e; out="$("$@" 2>&1)"; rc=$?; set -e

@@ -25,8 +25,9 @@ prefix="$work/moved"
 cc="${CC:-cc}" cxx="${CXX:-c++}"
 strict=(-Wall -Wextra -Werror -pedantic)
 
+source "$root/scripts/host-program.sh"
 gpu=0
-if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
+if srb_gpu_present; then gpu=1; fi
 fail=0
 check() { # check LABEL EXE [env...]: runs EXE and checks its exit status and message
   local label=$1 exe=$2 out rc
