@@ -173,19 +173,26 @@ enum Held {
     Append(AppendTicket, Mutex<Option<Arc<ColumnTicket>>>),
 }
 
+/// The readback of each slot, until `srb_release`.
+type HeldSlots = Mutex<Vec<Option<Arc<Held>>>>;
+
+/// No slot held yet, of `slots`.
+fn held_slots(slots: usize) -> HeldSlots {
+    Mutex::new((0..slots).map(|_| None).collect())
+}
+
 enum Inner {
     Host {
         rb: ColumnReadback,
-        /// The readback of each slot, until `srb_release`.
-        held: Mutex<Vec<Option<Arc<Held>>>>,
+        held: HeldSlots,
     },
     Buckets {
         rb: BucketReadback,
-        held: Mutex<Vec<Option<Arc<Held>>>>,
+        held: HeldSlots,
     },
     Append {
         rb: AppendReadback,
-        held: Mutex<Vec<Option<Arc<Held>>>>,
+        held: HeldSlots,
         /// Appends begun and not ended (the caller keeps their streams alive meanwhile).
         pending: Mutex<Vec<crate::append::PendingAppend<'static>>>,
     },
@@ -519,7 +526,7 @@ pub unsafe extern "C" fn srb_create(
             }
         } else {
             let rb = ColumnReadback::new(&ctx, &schema, config)?;
-            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            let held = held_slots(rb.slots());
             Inner::Host { rb, held }
         };
         // SAFETY: per the contract.
@@ -576,7 +583,7 @@ pub unsafe extern "C" fn srb_create_append(
             }
         } else {
             let rb = AppendReadback::new(&ctx, &schema, config)?;
-            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            let held = held_slots(rb.slots());
             Inner::Append {
                 rb,
                 held,
@@ -648,7 +655,7 @@ pub unsafe extern "C" fn srb_create_buckets(
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_APPEND != 0 {
             let rb = AppendReadback::new(&ctx, &schema, config.spill(spill))?;
-            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            let held = held_slots(rb.slots());
             Inner::Append {
                 rb,
                 held,
@@ -656,7 +663,7 @@ pub unsafe extern "C" fn srb_create_buckets(
             }
         } else {
             let rb = BucketReadback::new(&ctx, &schema, config)?;
-            let held = Mutex::new((0..rb.slots()).map(|_| None).collect());
+            let held = held_slots(rb.slots());
             Inner::Buckets { rb, held }
         };
         // SAFETY: per the contract.
