@@ -52,18 +52,36 @@ impl HostEngine {
         sources: &[ColumnSource],
         count: RawCount,
     ) -> Result<Lease> {
+        let launch = |lease: &Lease| {
+            let p = self
+                .slots
+                .pack_params(sources, count, lease.seq, lease.slot);
+            // SAFETY: per this function's contract; the lease is held.
+            unsafe { self.slots.launch_pack(stream, p) }
+        };
+        // SAFETY: per this function's contract; the launch is the pack into the leased slot.
+        unsafe { self.enqueue_launch(stream, launch) }
+    }
+
+    /// What every pack enqueue does around its launch: takes a slot, orders `stream` after the
+    /// slot's previous readback, runs `launch`, records the slot's completion (even if the
+    /// launch failed: the slot's next user, or the engine's drop, waits for its event, which
+    /// must cover whatever did get enqueued), and gives the slot back on an error.
+    ///
+    /// # Safety
+    /// `stream` is live, of this context, prepared; the context is bound; `launch` enqueues on
+    /// `stream` only work that writes the leased slot (as the pack kernels do).
+    unsafe fn enqueue_launch(
+        &self,
+        stream: CUstream,
+        launch: impl FnOnce(&Lease) -> Result<()>,
+    ) -> Result<Lease> {
         let lease = self.acquire()?;
         let result = (|| {
             // SAFETY: per this function's contract; the lease is held.
             let id = unsafe { self.order_after_previous(stream, &lease)? };
-            let p = self
-                .slots
-                .pack_params(sources, count, lease.seq, lease.slot);
-            // SAFETY: per this function's contract; the pack is recorded by `complete` below.
-            let launched = unsafe { self.slots.launch_pack(stream, p) };
-            // Completed even if the launch failed: the slot's next user (or the engine's drop)
-            // waits for its event, which must cover whatever did get enqueued.
-            // SAFETY: as above.
+            let launched = launch(&lease);
+            // SAFETY: as above; recorded after the launch.
             let completed = unsafe { self.complete(stream, &lease, id, launched.is_ok()) };
             launched.and(completed)
         })();
@@ -355,23 +373,15 @@ impl HostEngine {
         counts: RawCount,
         offsets: u64,
     ) -> Result<Lease> {
-        let lease = self.acquire()?;
-        let result = (|| {
-            // SAFETY: per this function's contract; the lease is held.
-            let id = unsafe { self.order_after_previous(stream, &lease)? };
+        let launch = |lease: &Lease| {
             let p = self
                 .slots
                 .pack_buckets_params(sources, counts, offsets, lease.seq, lease.slot);
-            // SAFETY: per this function's contract; recorded by `complete` below.
-            let launched = unsafe { self.slots.launch_pack_buckets(stream, p) };
-            // SAFETY: as above.
-            let completed = unsafe { self.complete(stream, &lease, id, launched.is_ok()) };
-            launched.and(completed)
-        })();
-        if result.is_err() {
-            self.release(&lease);
-        }
-        result.map(|()| lease)
+            // SAFETY: per this function's contract; the lease is held.
+            unsafe { self.slots.launch_pack_buckets(stream, p) }
+        };
+        // SAFETY: per this function's contract; the launch is the bucket pack into the slot.
+        unsafe { self.enqueue_launch(stream, launch) }
     }
 
     /// The whole raw-pointer bucket pack (C API, unsafe Rust): every check, then the pack.
