@@ -210,38 +210,13 @@ impl DeviceEngine {
             Self::check_agrees(*recorded, Recording::Append)?;
             *recorded = Some(Recording::Append);
         }
-        let layout = self.slots.layout();
-        let mut d = abi::srb_append_desc {
-            slots: self.slots.device_slots(),
-            slot_stride: layout.slot_stride() as u64,
-            trailer_offset: layout.trailer_offset() as u64,
-            capacity: layout.capacity() as u64,
-            slot_sync: self.slots.sync.ptr(),
+        let spill = self.spill.as_ref().map(|(rows, buf, l)| (*rows, buf, l));
+        Ok(abi::srb_append_desc {
             seq: 0,
             seq_counter: self.counter.ptr(),
             ring_ctl: self.ctl.device_ptr(),
-            num_slots: self.slots.num_slots() as u32,
-            num_columns: layout.elem_sizes().len() as u32,
-            ..Default::default()
-        };
-        for (i, (&off, &size)) in layout
-            .column_offsets()
-            .iter()
-            .zip(layout.elem_sizes())
-            .enumerate()
-        {
-            d.column_offset[i] = off as u64;
-            d.elem_size[i] = size as u32;
-        }
-        if let Some((rows, buf, l)) = &self.spill {
-            d.spill = buf.ptr();
-            d.spill_stride = l.slot_stride() as u64;
-            d.spill_capacity = *rows as u64;
-            for (i, &off) in l.column_offsets().iter().enumerate() {
-                d.spill_offset[i] = off as u64;
-            }
-        }
-        Ok(d)
+            ..self.slots.append_desc(spill)
+        })
     }
 
     /// Takes the consumer lock: blocking without a deadline, else trying until it passes.

@@ -242,39 +242,15 @@ impl HostEngine {
     /// The append descriptor of `lease`'s slot.
     fn append_desc(&self, lease: &Lease) -> abi::srb_append_desc {
         let layout = &self.slots.layout;
-        let mut d = abi::srb_append_desc {
-            slots: self.slots.device_slots(),
-            slot_stride: layout.slot_stride() as u64,
-            trailer_offset: layout.trailer_offset() as u64,
-            capacity: layout.capacity() as u64,
-            slot_sync: self.slots.sync.ptr(),
+        let spill = self.spill.as_ref().map(|s| (s.rows, &s.buffer, &s.layout));
+        abi::srb_append_desc {
             seq: lease.seq,
             slot: lease.slot as u32,
-            num_slots: self.slots.num_slots() as u32,
-            num_columns: layout.elem_sizes().len() as u32,
             num_buckets: layout.buckets() as u32,
             bucket_table: layout.bucket_table_offset() as u64,
             bucket_counts: self.bucket_counts.as_ref().map_or(0, |b| b.ptr()),
-            ..Default::default()
-        };
-        for (i, (&off, &size)) in layout
-            .column_offsets()
-            .iter()
-            .zip(layout.elem_sizes())
-            .enumerate()
-        {
-            d.column_offset[i] = off as u64;
-            d.elem_size[i] = size as u32;
+            ..self.slots.append_desc(spill)
         }
-        if let Some(spill) = &self.spill {
-            d.spill = spill.buffer.ptr();
-            d.spill_stride = spill.layout.slot_stride() as u64;
-            d.spill_capacity = spill.rows as u64;
-            for (i, &off) in spill.layout.column_offsets().iter().enumerate() {
-                d.spill_offset[i] = off as u64;
-            }
-        }
-        d
     }
 
     /// Brings back the rows that the append in `lease`'s slot wrote to the spill region: a pack

@@ -480,7 +480,7 @@ impl Slots {
         seq: u64,
         slot: usize,
     ) -> abi::srb_pack_params {
-        let mut p = abi::srb_pack_params {
+        abi::srb_pack_params {
             count_ptr: count.ptr,
             slots: self.device_slots(),
             slot_stride: self.layout.slot_stride() as u64,
@@ -494,18 +494,8 @@ impl Slots {
             num_slots: self.num_slots as u32,
             count_kind: count.kind.abi(),
             num_columns: columns.len() as u32,
-            columns: Default::default(),
-        };
-        for (i, c) in columns.iter().enumerate() {
-            p.columns[i] = abi::srb_column {
-                src: c.ptr,
-                src_len: c.len as u64,
-                dst_offset: self.layout.column_offsets()[i] as u64,
-                elem_size: self.layout.elem_sizes()[i] as u32,
-                reserved: 0,
-            };
+            columns: self.abi_columns(columns),
         }
-        p
     }
 
     /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
@@ -519,7 +509,7 @@ impl Slots {
         seq: u64,
         slot: usize,
     ) -> abi::srb_pack_buckets_params {
-        let mut p = abi::srb_pack_buckets_params {
+        abi::srb_pack_buckets_params {
             counts_ptr: counts.ptr,
             offsets_ptr: offsets,
             slots: self.device_slots(),
@@ -535,10 +525,15 @@ impl Slots {
             num_buckets: self.layout.buckets() as u32,
             num_columns: columns.len() as u32,
             reserved: 0,
-            columns: Default::default(),
-        };
+            columns: self.abi_columns(columns),
+        }
+    }
+
+    /// The kernels' column records: each source, and where its column sits in a slot.
+    fn abi_columns(&self, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
+        let mut out: [abi::srb_column; MAX_COLUMNS] = Default::default();
         for (i, c) in columns.iter().enumerate() {
-            p.columns[i] = abi::srb_column {
+            out[i] = abi::srb_column {
                 src: c.ptr,
                 src_len: c.len as u64,
                 dst_offset: self.layout.column_offsets()[i] as u64,
@@ -546,7 +541,46 @@ impl Slots {
                 reserved: 0,
             };
         }
-        p
+        out
+    }
+
+    /// The append descriptor's fields every engine fills alike: the slots, their layout and
+    /// columns, and the spill region (`rows` per slot in `buffer`, laid out as `layout`) if
+    /// any. The engine adds how the kernel takes its slot (host- or device-sequenced) and the
+    /// buckets.
+    fn append_desc(
+        &self,
+        spill: Option<(usize, &DeviceBuffer, &SlotLayout)>,
+    ) -> abi::srb_append_desc {
+        let mut d = abi::srb_append_desc {
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            slot_sync: self.sync.ptr(),
+            num_slots: self.num_slots as u32,
+            num_columns: self.layout.elem_sizes().len() as u32,
+            ..Default::default()
+        };
+        for (i, (&off, &size)) in self
+            .layout
+            .column_offsets()
+            .iter()
+            .zip(self.layout.elem_sizes())
+            .enumerate()
+        {
+            d.column_offset[i] = off as u64;
+            d.elem_size[i] = size as u32;
+        }
+        if let Some((rows, buffer, layout)) = spill {
+            d.spill = buffer.ptr();
+            d.spill_stride = layout.slot_stride() as u64;
+            d.spill_capacity = rows as u64;
+            for (i, &off) in layout.column_offsets().iter().enumerate() {
+                d.spill_offset[i] = off as u64;
+            }
+        }
+        d
     }
 
     /// Launches the bucket pack kernel with `p`: one block per bucket.
