@@ -217,6 +217,20 @@ impl ColumnSchema {
         Ok(order)
     }
 
+    /// [`Self::bind`], as the sources' type-erased buffers in column order (the first
+    /// `self.len()` entries; the rest are placeholders).
+    fn bind_erased<'s>(
+        &self,
+        sources: &'s [Source<'_>],
+    ) -> Result<[&'s dyn ErasedDevicePtr; MAX_COLUMNS]> {
+        let order = self.bind(sources)?;
+        let mut erased: [&dyn ErasedDevicePtr; MAX_COLUMNS] = [&NoBuffer; MAX_COLUMNS];
+        for (i, s) in order.iter().take(self.len()).enumerate() {
+            erased[i] = &*s.expect("bind checked every column").data;
+        }
+        Ok(erased)
+    }
+
     /// Checks that column `index` may be viewed as `[T]`.
     fn check_type<T: Element>(&self, index: usize) -> Result<()> {
         let spec = self.specs.get(index).ok_or_else(|| {
@@ -607,11 +621,7 @@ impl ColumnReadback {
     {
         // The element types first: a buffer's length counts elements of the column's size
         // only if it holds the column's type.
-        let order = self.schema.bind(sources)?;
-        let mut erased: [&dyn ErasedDevicePtr; MAX_COLUMNS] = [&NoBuffer; MAX_COLUMNS];
-        for (i, s) in order.iter().take(self.schema.len()).enumerate() {
-            erased[i] = &*s.expect("bind checked every column").data;
-        }
+        let erased = self.schema.bind_erased(sources)?;
         let core = enqueue_tracked(
             &self.engine(),
             stream,
@@ -758,11 +768,7 @@ impl BucketReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        let order = self.schema.bind(sources)?;
-        let mut erased: [&dyn ErasedDevicePtr; MAX_COLUMNS] = [&NoBuffer; MAX_COLUMNS];
-        for (i, s) in order.iter().take(self.schema.len()).enumerate() {
-            erased[i] = &*s.expect("bind checked every column").data;
-        }
+        let erased = self.schema.bind_erased(sources)?;
         let core = enqueue_tracked_with(
             &self.engine,
             stream,
