@@ -34,29 +34,8 @@ from __future__ import annotations
 
 from . import _native
 from ._append import APPEND_DESC_DTYPE, append_header, include_dir
-from ._errors import (
-    AppendMisuseError,
-    AppendOverflowError,
-    AppendUnfinishedError,
-    BadPointerError,
-    ConfigError,
-    CorruptTrailerError,
-    CountExceedsCapacityError,
-    CountExceedsSourceError,
-    CudaError,
-    DriverNotFoundError,
-    ForeignDeviceError,
-    NegativeCountError,
-    NoDeviceError,
-    NothingRecordedError,
-    OverrunError,
-    ReadbackError,
-    ReadbackTimeoutError,
-    RecordingMismatchError,
-    SchemaError,
-    SlotsExhaustedError,
-    StreamCapturingError,
-)
+from . import _errors
+from ._errors import *  # noqa: F403 (the exceptions: the names in _errors.__all__)
 from ._native import (
     KERNEL_TARGETS,
     MAX_COLUMNS,
@@ -86,25 +65,5 @@ __all__ = [
     "APPEND_DESC_DTYPE",
     "KERNEL_TARGETS",
     "MAX_COLUMNS",
-    "ReadbackError",
-    "DriverNotFoundError",
-    "NoDeviceError",
-    "CudaError",
-    "ConfigError",
-    "SchemaError",
-    "StreamCapturingError",
-    "NothingRecordedError",
-    "RecordingMismatchError",
-    "CountExceedsCapacityError",
-    "AppendOverflowError",
-    "NegativeCountError",
-    "CountExceedsSourceError",
-    "AppendUnfinishedError",
-    "AppendMisuseError",
-    "ForeignDeviceError",
-    "BadPointerError",
-    "SlotsExhaustedError",
-    "ReadbackTimeoutError",
-    "OverrunError",
-    "CorruptTrailerError",
 ]
+__all__ += _errors.__all__
