@@ -2,7 +2,9 @@
 //! `torch.cuda.graph(...)`) and consumed once per replay with `next()`.
 use crate::append::desc_array;
 use crate::errors::{make, IntoPy};
-use crate::readback::{check_settings, column_bytes, deadline, describe_columns, inputs, open};
+use crate::readback::{
+    check_settings, column_bytes, deadline, describe_columns, inputs, open, slice_ran_out,
+};
 use crate::readout::{HeldReplay, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{CtxGuard, Shared};
@@ -176,17 +178,7 @@ impl GraphReadback {
                         ),
                     );
                 }
-                Err(srb::Error::Timeout { .. }) => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(crate::errors::to_py(
-                            py,
-                            srb::Error::Timeout {
-                                waited: start.elapsed(),
-                            },
-                        ));
-                    }
-                    py.check_signals()?;
-                }
+                Err(srb::Error::Timeout { .. }) => slice_ran_out(py, deadline, start)?,
                 Err(e) => return Err(crate::errors::to_py(py, e)),
             }
         }

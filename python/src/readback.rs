@@ -515,6 +515,29 @@ impl Ticket {
         }
     }
 
+    /// The readout of a complete readback (`count`, `seq`, its columns' addresses): the
+    /// ticket's core moves into it, and the ticket is done.
+    fn complete(
+        &mut self,
+        py: Python<'_>,
+        (count, seq, cols): (usize, u64, Vec<ColumnBytes>),
+    ) -> PyResult<Py<Readout>> {
+        let core = self.core.take().expect("pending tickets hold their core");
+        let r = Py::new(
+            py,
+            Readout::new(
+                core.held(),
+                count,
+                seq,
+                cols,
+                self.specs.clone(),
+                self.columns,
+            ),
+        )?;
+        self.state = State::Done(r.clone_ref(py));
+        Ok(r)
+    }
+
     /// Turns a wait's outcome into the ticket's final state.
     fn settle(
         &mut self,
@@ -523,22 +546,7 @@ impl Ticket {
     ) -> PyResult<Py<Readout>> {
         self.finished();
         match outcome {
-            Ok((count, seq, cols)) => {
-                let core = self.core.take().expect("pending tickets hold their core");
-                let r = Py::new(
-                    py,
-                    Readout::new(
-                        core.held(),
-                        count,
-                        seq,
-                        cols,
-                        self.specs.clone(),
-                        self.columns,
-                    ),
-                )?;
-                self.state = State::Done(r.clone_ref(py));
-                Ok(r)
-            }
+            Ok(facts) => self.complete(py, facts),
             Err(e) => {
                 let overflowed = matches!(e, srb::Error::AppendOverflow { .. });
                 let err = crate::errors::to_py(py, e);
@@ -584,15 +592,7 @@ impl Ticket {
             let r = py.detach(|| outcome(core.wait_timeout(slice), n));
             match r {
                 Err(srb::Error::Timeout { .. }) => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(crate::errors::to_py(
-                            py,
-                            srb::Error::Timeout {
-                                waited: start.elapsed(),
-                            },
-                        ));
-                    }
-                    py.check_signals()?;
+                    slice_ran_out(py, deadline, start)?;
                 }
                 other => return self.settle(py, other),
             }
@@ -634,22 +634,9 @@ impl Ticket {
         let n = self.specs.len();
         let _restore = CtxGuard::save();
         let r = py.detach(|| outcome(t.partial(), n));
-        let (count, seq, cols) = r.py_err(py)?;
+        let facts = r.py_err(py)?;
         self.finished();
-        let core = self.core.take().expect("checked above");
-        let r = Py::new(
-            py,
-            Readout::new(
-                core.held(),
-                count,
-                seq,
-                cols,
-                self.specs.clone(),
-                self.columns,
-            ),
-        )?;
-        self.state = State::Done(r.clone_ref(py));
-        Ok(r)
+        self.complete(py, facts)
     }
 
     /// The readback's sequence number (1, 2, 3, ... per readback object).
@@ -708,6 +695,25 @@ impl Drop for Ticket {
 }
 
 /// `timeout` seconds from now (None: no limit).
+/// After one slice of a wait ran out (the GIL released meanwhile): `ReadbackTimeoutError` for
+/// the whole wait since `start` once `deadline` has passed, else a chance for signals
+/// (Ctrl-C) before the next slice.
+pub(crate) fn slice_ran_out(
+    py: Python<'_>,
+    deadline: Option<Instant>,
+    start: Instant,
+) -> PyResult<()> {
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Err(crate::errors::to_py(
+            py,
+            srb::Error::Timeout {
+                waited: start.elapsed(),
+            },
+        ));
+    }
+    py.check_signals()
+}
+
 pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
     match timeout {
         None => Ok(None),
