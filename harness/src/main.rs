@@ -181,23 +181,6 @@ fn machine(ctx: &std::sync::Arc<sized_readback::cudarc::driver::CudaContext>) ->
     })
 }
 
-fn summarize(s: &Samples, n: usize) -> PointResult {
-    let latency_us = Summary::of(&s.latency);
-    PointResult {
-        latency_us,
-        enqueue_us: Summary::of(&s.enqueue),
-        wait_us: Summary::of(&s.wait),
-        correct: s.correct,
-        checked: s.checked,
-        error: s.error.clone(),
-        gbps: if latency_us.p50 > 0.0 {
-            (n * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
-        } else {
-            0.0
-        },
-    }
-}
-
 /// The seed's callback, `cycles` times: reports the error its copy gets and whether the data
 /// ever arrived. Returns (result, whether the stream got stuck).
 fn seed_callback(rig: &mut Rig, n: usize, cycles: usize) -> Result<SeedCallback> {
@@ -380,7 +363,7 @@ fn main() -> Result<()> {
         }
         let approaches = samples
             .iter()
-            .map(|(a, s)| (a.name(), summarize(s, n)))
+            .map(|(a, s)| (a.name(), s.summarize(n)))
             .collect();
         points.push(Point {
             capacity: cap,

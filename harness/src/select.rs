@@ -6,8 +6,9 @@
 //! memset, no second kernel). Rows land in no particular order, so every cycle is checked by
 //! its count and an order-independent checksum of its values.
 use crate::cuda::{self, Event};
-use crate::report::{Point, PointResult};
+use crate::report::Point;
 use crate::stats::Summary;
+use crate::sweep::Samples;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
@@ -114,17 +115,6 @@ fn expected_checksum(n: u64, keep: u64) -> u64 {
     }
     let inv = inverse(P % n, n);
     checksum((0..keep).map(|j| j.wrapping_mul(inv) & (n - 1)))
-}
-
-/// Raw samples of one approach at one point.
-#[derive(Debug, Default)]
-struct Samples {
-    latency: Vec<f64>,
-    enqueue: Vec<f64>,
-    wait: Vec<f64>,
-    correct: usize,
-    checked: usize,
-    error: Option<String>,
 }
 
 /// The crate's readbacks of one capacity: pack (mapped, staged) and append (mapped, staged).
@@ -388,12 +378,7 @@ impl SelectRig {
                 };
             }
         }
-        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
-        out.latency.push(us(t0, t3));
-        out.enqueue.push(us(t1, t2));
-        out.wait.push(us(t2, t3));
-        out.checked += 1;
-        out.correct += usize::from(ok);
+        out.record(t0, t1, t2, t3, ok);
         Ok(())
     }
 
@@ -455,25 +440,7 @@ pub fn sweep(
         }
         let approaches = samples
             .iter()
-            .map(|(a, s)| {
-                let latency_us = Summary::of(&s.latency);
-                (
-                    a.name(),
-                    PointResult {
-                        latency_us,
-                        enqueue_us: Summary::of(&s.enqueue),
-                        wait_us: Summary::of(&s.wait),
-                        correct: s.correct,
-                        checked: s.checked,
-                        error: s.error.clone(),
-                        gbps: if latency_us.p50 > 0.0 {
-                            (keep * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
-                        } else {
-                            0.0
-                        },
-                    },
-                )
-            })
+            .map(|(a, s)| (a.name(), s.summarize(keep as usize)))
             .collect();
         points.push(Point {
             capacity: cap,

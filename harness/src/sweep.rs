@@ -2,6 +2,8 @@
 //! by cycle. A cycle is: launch the producer, enqueue the approach's readback, wait until the
 //! host holds count and data, then check both against the host reference (untimed).
 use crate::cuda::{self, Event};
+use crate::report::PointResult;
+use crate::stats::Summary;
 use crate::worker::{Job, Worker};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -110,6 +112,37 @@ pub struct Samples {
     pub checked: usize,
     /// First error, if a cycle failed with one.
     pub error: Option<String>,
+}
+
+impl Samples {
+    /// One timed cycle: the producer's launch at `t0`, the enqueue from `t1` to `t2`, the host
+    /// holding the result at `t3`, and whether the result was right.
+    pub fn record(&mut self, t0: Instant, t1: Instant, t2: Instant, t3: Instant, ok: bool) {
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        self.latency.push(us(t0, t3));
+        self.enqueue.push(us(t1, t2));
+        self.wait.push(us(t2, t3));
+        self.checked += 1;
+        self.correct += usize::from(ok);
+    }
+
+    /// The summaries of these samples, for `n` f64 elements per cycle (the bandwidth).
+    pub fn summarize(&self, n: usize) -> PointResult {
+        let latency_us = Summary::of(&self.latency);
+        PointResult {
+            latency_us,
+            enqueue_us: Summary::of(&self.enqueue),
+            wait_us: Summary::of(&self.wait),
+            correct: self.correct,
+            checked: self.checked,
+            error: self.error.clone(),
+            gbps: if latency_us.p50 > 0.0 {
+                (n * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The crate's three readbacks at one capacity.
@@ -400,12 +433,7 @@ impl Rig {
                 };
             }
         }
-        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
-        out.latency.push(us(t0, t3));
-        out.enqueue.push(us(t1, t2));
-        out.wait.push(us(t2, t3));
-        out.checked += 1;
-        out.correct += usize::from(ok);
+        out.record(t0, t1, t2, t3, ok);
         Ok(())
     }
 
@@ -462,7 +490,7 @@ pub fn grid_probe(
                 lat.push(dt);
             }
         }
-        let p50 = crate::stats::Summary::of(&lat).p50;
+        let p50 = Summary::of(&lat).p50;
         out.push(GridProbe {
             n,
             max_blocks: g,
