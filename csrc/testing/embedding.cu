@@ -1,7 +1,7 @@
 // embedding.cu: producer kernels for the embedding tests (tests/embedding.rs). A simulation
 // step in structure-of-arrays form whose count and values change on every CUDA graph replay
 // although its parameters are frozen in the graph: they come from a device-resident step.
-#include <stdint.h>
+#include "sized_readback/slot.h"  // fixed-width integer types under nvcc and NVRTC alike
 
 // SplitMix64, as srb_mix in producers.cu (own name: every .cu file shares one unit).
 __device__ __forceinline__ uint64_t srbe_mix(uint64_t x) {

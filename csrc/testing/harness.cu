@@ -1,5 +1,5 @@
 // harness.cu: producer kernels of the comparison harness (examples/compare) only.
-#include <stdint.h>
+#include "sized_readback/slot.h"  // fixed-width integer types under nvcc and NVRTC alike
 
 // The seed's loop in miniature: every thread writes data[i] = i + 0.5 * cycle (grid-stride),
 // and thread 0 keeps the GPU only partly busy for `ns` nanoseconds of %globaltimer before it

@@ -1,6 +1,6 @@
 // producers.cu: producer kernels for tests, the comparison harness and the benches. They play
 // the part of a simulation kernel that writes a count and that many results.
-#include <stdint.h>
+#include "sized_readback/slot.h"  // fixed-width integer types under nvcc and NVRTC alike
 
 // SplitMix64: the pattern every test checks on the host (src/pattern.rs has the same function).
 __device__ __forceinline__ uint64_t srb_mix(uint64_t x) {
@@ -49,5 +49,5 @@ extern "C" __global__ void srb_busy_then_count(int32_t* count, int32_t n, uint64
 
 // Writes through a null-based illegal address: a producer that faults (reliability tests).
 extern "C" __global__ void srb_fault(uint64_t offset) {
-    if (threadIdx.x == 0) *(volatile int*)(uintptr_t)(offset | 0x8) = 1;
+    if (threadIdx.x == 0) *(volatile int*)(offset | 0x8) = 1;
 }

@@ -1,7 +1,9 @@
 // seed.cu: the kernel of the seed program (shared/seed/000_22854d1e0a2c547f.txt), unchanged
 // except that its sleep and its printf are parameters, for examples/seed_pipeline.rs.
-#include <stdint.h>
+#include "sized_readback/slot.h"  // fixed-width integer types under nvcc and NVRTC alike
+#ifndef __CUDACC_RTC__  // NVRTC, which builds the committed images, declares printf itself
 #include <stdio.h>
+#endif
 
 // Sets the count for cycle k (5, 3, 4), keeps thread 0 busy for sleep_ms milliseconds (the seed
 // sleeps 3000 x 1 ms), and adds 1 + (2 + k) * i to element i.
