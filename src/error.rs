@@ -19,6 +19,17 @@ pub enum Error {
         /// Devices the driver reports.
         available: usize,
     },
+    /// The device is older than the embedded kernels support (compute capability 7.0, Volta).
+    #[error(
+        "the device's compute capability {major}.{minor} is not supported: the kernels run on \
+         7.0 (Volta) and newer"
+    )]
+    UnsupportedDevice {
+        /// The device's compute capability, major part.
+        major: u32,
+        /// The minor part.
+        minor: u32,
+    },
     /// A CUDA driver call failed.
     #[error("{call} failed: {}", driver_message(source))]
     Cuda {

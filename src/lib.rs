@@ -56,6 +56,7 @@ mod element;
 mod engine;
 mod error;
 mod graph;
+mod kernel_image;
 mod raw;
 mod readback;
 
@@ -79,14 +80,6 @@ pub use engine::layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
 pub use engine::{ColumnSource, RawCount};
 pub use error::{Error, Result};
 pub use graph::{GraphReadback, Replay};
+pub use kernel_image::{ImageKind, KernelImage, KERNEL_TARGETS};
 pub use raw::module::LaunchShape;
 pub use readback::{Readback, Readout, Ticket};
-
-/// The GPU targets the embedded kernels hold machine code for, and the PTX they carry (e.g.
-/// `sm_75,sm_80,sm_86,sm_89,sm_90 +compute_90`).
-pub const KERNEL_TARGETS: &str = raw::module::TARGETS;
-
-/// Bytes of the embedded kernel image (the library's kernels only: `srb_pack`).
-pub fn kernel_image_bytes() -> usize {
-    raw::module::library_bytes()
-}

@@ -112,6 +112,9 @@
 // offsets must rise); nothing was copied.
 #define SRB_ERR_BUCKET_RANGE (-23)
 
+// The device's compute capability is below 7.0 (Volta), the oldest the kernels support.
+#define SRB_ERR_UNSUPPORTED_DEVICE (-24)
+
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)
 

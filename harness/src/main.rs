@@ -77,7 +77,11 @@ struct Machine {
     pcie_link: Option<String>,
     host_cpus: usize,
     host_cpu_model: Option<String>,
+    /// The targets the embedded kernel images cover (the field kept its name from when they
+    /// were one fatbin, so older runs stay comparable).
     fatbin_targets: &'static str,
+    /// The image this device loaded, e.g. `sm_90 (machine code, 43736 bytes)`.
+    kernel_image: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -178,6 +182,7 @@ fn machine(ctx: &std::sync::Arc<sized_readback::cudarc::driver::CudaContext>) ->
             .unwrap_or(0),
         host_cpu_model: cpu_model,
         fatbin_targets: sized_readback::KERNEL_TARGETS,
+        kernel_image: sized_readback::KernelImage::for_context(ctx)?.to_string(),
     })
 }
 

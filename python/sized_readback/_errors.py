@@ -14,6 +14,7 @@ __all__ = [
     "ReadbackError",
     "DriverNotFoundError",
     "NoDeviceError",
+    "UnsupportedDeviceError",
     "CudaError",
     "ConfigError",
     "SchemaError",
@@ -56,6 +57,15 @@ class NoDeviceError(ReadbackError, RuntimeError):
     """The device ordinal asked for."""
     available: int
     """Devices the driver reports."""
+
+
+class UnsupportedDeviceError(ReadbackError, RuntimeError):
+    """The device's compute capability is below 7.0 (Volta), the oldest the kernels support."""
+
+    major: int
+    """The device's compute capability, major part."""
+    minor: int
+    """Its minor part."""
 
 
 class CudaError(ReadbackError, RuntimeError):

@@ -54,6 +54,12 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             msg,
             facts!["ordinal" => ordinal, "available" => available],
         ),
+        Error::UnsupportedDevice { major, minor } => make(
+            py,
+            "UnsupportedDeviceError",
+            msg,
+            facts!["major" => major, "minor" => minor],
+        ),
         Error::Cuda { call, source } => make(
             py,
             "CudaError",

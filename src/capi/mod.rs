@@ -122,6 +122,8 @@ pub const SRB_ERR_BUCKET_OVER_CAPACITY: i32 = -22;
 /// A bucket pack found a bucket's range past its source's end or into the next bucket's (the
 /// offsets must rise); nothing was copied.
 pub const SRB_ERR_BUCKET_RANGE: i32 = -23;
+/// The device's compute capability is below 7.0 (Volta), the oldest the kernels support.
+pub const SRB_ERR_UNSUPPORTED_DEVICE: i32 = -24;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -250,6 +252,7 @@ fn code_of(e: &Error) -> i32 {
     match e {
         Error::DriverNotFound => SRB_ERR_DRIVER_NOT_FOUND,
         Error::NoDevice { .. } => SRB_ERR_NO_DEVICE,
+        Error::UnsupportedDevice { .. } => SRB_ERR_UNSUPPORTED_DEVICE,
         Error::Cuda { .. } => SRB_ERR_CUDA,
         Error::InvalidConfig { .. } => SRB_ERR_INVALID_CONFIG,
         Error::SchemaMismatch { .. } => SRB_ERR_SCHEMA_MISMATCH,
@@ -1638,6 +1641,7 @@ mod tests {
                 ordinal: 1,
                 available: 0,
             },
+            Error::UnsupportedDevice { major: 6, minor: 1 },
             Error::config("x"),
             Error::schema("x"),
             Error::StreamCapturing,

@@ -4,4 +4,5 @@
 pub(crate) mod abi;
 pub(crate) mod buffer;
 pub(crate) mod driver;
+pub(crate) mod images;
 pub(crate) mod module;

@@ -1,29 +1,16 @@
-//! The embedded kernels and how to launch them. `build.rs` compiles `csrc/*.cu` (the library's
-//! kernels: `srb_pack`) into one fatbin embedded here; [`Module::library`] loads it once per
-//! context and shares it between every readback of that context.
-use super::driver;
+//! Loading kernel images and launching their kernels. [`Module::library`] loads the library's
+//! kernels (`srb_pack`), as chosen for the device by [`super::images`], once per context and
+//! shares them between every readback of that context.
+use super::{driver, images};
+use crate::device::compute_capability;
 use crate::error::{Error, Result};
+use crate::kernel_image::KernelImage;
 use cudarc::driver::sys::{self, CUfunction, CUmodule, CUstream};
 use cudarc::driver::CudaContext;
 use std::ffi::{c_void, CStr};
 use std::sync::{Arc, Mutex, Weak};
 
-/// 16-byte alignment for an embedded image: cuModuleLoadData reads it in place.
-#[repr(C, align(16))]
-pub(crate) struct Aligned<B: ?Sized>(pub(crate) B);
-
-static LIBRARY: &Aligned<[u8]> =
-    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/library.fatbin")));
-
-/// The GPU targets the embedded library fatbin holds machine code for, and the PTX it carries.
-pub(crate) const TARGETS: &str = env!("SIZED_READBACK_ARCHS");
-
-/// Bytes of the embedded library fatbin.
-pub(crate) fn library_bytes() -> usize {
-    LIBRARY.0.len()
-}
-
-/// A fatbin image loaded into one context.
+/// A kernel image loaded into one context.
 #[derive(Debug)]
 pub(crate) struct Module {
     ctx: Arc<CudaContext>,
@@ -50,18 +37,29 @@ impl Module {
         {
             return Ok(m);
         }
-        // SAFETY: LIBRARY is a complete fatbin image produced by nvcc, aligned, and 'static.
-        let m = unsafe { Self::load(ctx, &LIBRARY.0)? };
+        let m = Self::load_set(ctx, &images::LIBRARY)?.0;
         loaded.push((key, Arc::downgrade(&m)));
         Ok(m)
+    }
+
+    /// Loads the image of `set` chosen for `ctx`'s device; says which it loaded.
+    pub(crate) fn load_set(
+        ctx: &Arc<CudaContext>,
+        set: &'static images::ImageSet,
+    ) -> Result<(Arc<Self>, KernelImage)> {
+        let (major, minor) = compute_capability(ctx)?;
+        let (kernel_image, image) = set.select(major, minor, images::force_ptx_jit())?;
+        // SAFETY: the committed images are complete cubins (16-byte aligned) or NUL-terminated
+        // PTX, all 'static.
+        let module = unsafe { Self::load(ctx, image)? };
+        Ok((module, kernel_image))
     }
 
     /// Loads `image` into `ctx`.
     ///
     /// # Safety
-    /// `image` is a complete fatbin, cubin or NUL-terminated PTX image, 16-byte aligned.
-    pub(crate) unsafe fn load(ctx: &Arc<CudaContext>, image: &'static [u8]) -> Result<Arc<Self>> {
-        driver::ensure_driver()?;
+    /// `image` is a complete cubin (16-byte aligned) or NUL-terminated PTX image.
+    unsafe fn load(ctx: &Arc<CudaContext>, image: &'static [u8]) -> Result<Arc<Self>> {
         driver::bind(ctx)?;
         // SAFETY: per the contract; the image outlives the module ('static).
         let module = unsafe { cudarc::driver::result::module::load_data(image.as_ptr().cast()) }

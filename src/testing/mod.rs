@@ -3,7 +3,7 @@
 //! it (the root package turns the feature on for its dev targets); users do not need it.
 //!
 //! - [`Kernels`]: the test kernels of `csrc/testing/` (producers, the seed program's kernel,
-//!   append kernels of many shapes, a kernel that faults on purpose), in their own fatbin;
+//!   append kernels of many shapes, a kernel that faults on purpose), in their own images;
 //! - [`pattern`]: the byte pattern the producer kernels write, computed on the host;
 //! - [`seed`]: the seed program, ported onto this crate;
 //! - [`DeviceBuffer`], [`PinnedBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
@@ -12,25 +12,27 @@ pub mod pattern;
 pub mod seed;
 
 use crate::error::Result;
-use crate::raw::{buffer, driver, module};
-use crate::LaunchShape;
+use crate::raw::{buffer, driver, images, module};
+use crate::{KernelImage, LaunchShape};
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::CudaContext;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
-static TESTING: &module::Aligned<[u8]> =
-    &module::Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/testing.fatbin")));
-
 /// The test kernels, loaded into one context.
 #[derive(Debug, Clone)]
-pub struct Kernels(Arc<module::Module>);
+pub struct Kernels(Arc<module::Module>, KernelImage);
 
 impl Kernels {
     /// Loads the test kernels into `ctx`.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
-        // SAFETY: TESTING is a complete fatbin image produced by nvcc, aligned, and 'static.
-        Ok(Kernels(unsafe { module::Module::load(ctx, &TESTING.0)? }))
+        let (module, image) = module::Module::load_set(ctx, &images::TESTING)?;
+        Ok(Kernels(module, image))
+    }
+
+    /// The image of the test kernels that was loaded (chosen as the library's is).
+    pub fn image(&self) -> KernelImage {
+        self.1
     }
 
     /// The `extern "C"` kernel `name`.
@@ -45,6 +47,12 @@ impl Kernels {
 pub struct Kernel(module::Kernel);
 
 impl Kernel {
+    /// The virtual architecture the loaded code was compiled from, times ten
+    /// (`CU_FUNC_ATTRIBUTE_PTX_VERSION`).
+    pub fn ptx_version(&self) -> Result<i32> {
+        self.0.ptx_version()
+    }
+
     /// Launches the kernel on `stream`.
     ///
     /// # Safety
