@@ -17,6 +17,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 #[path = "common/trials.rs"]
 mod trials;
+#[path = "common/source_root.rs"]
+mod source_root;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
@@ -742,7 +744,10 @@ fn graph_replay_overflow() -> Result<()> {
 /// The header's own rules, checked on the host side: it compiles as a self-contained source
 /// (HEADER) and its include directory holds both files.
 fn header_is_shipped() -> Result<()> {
-    let dir = std::path::Path::new(sized_readback::append::INCLUDE_DIR);
+    // INCLUDE_DIR is the build machine's path (for dependents' build scripts); the files are
+    // looked for in this copy of the tree.
+    ensure!(sized_readback::append::INCLUDE_DIR.ends_with("/include"));
+    let dir = source_root::source_root(env!("CARGO_MANIFEST_DIR"), 0).join("include");
     for f in ["sized_readback/append.cuh", "sized_readback/slot.h"] {
         ensure!(dir.join(f).is_file(), "{f} missing from {}", dir.display());
     }

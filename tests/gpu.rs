@@ -8,7 +8,10 @@ use sized_readback::testing::pattern;
 use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::LaunchShape;
-use sized_readback::{CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode};
+use sized_readback::{
+    CountType, Element, Error, ImageKind, KernelImage, Readback, ReadbackConfig, Transport,
+    WaitMode,
+};
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -757,6 +760,44 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
 
 /// Tests that assert something about timing (a readback still in flight, a stale host size)
 /// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the
+/// The library names the image this device runs, as chosen for its compute capability and
+/// `CUDA_FORCE_PTX_JIT` (gpu-verify's `ptx` phase runs this suite with it set), and the code the
+/// driver loaded was compiled for that architecture.
+fn kernel_image_for_this_device() -> Result<()> {
+    let ctx = ctx();
+    let (major, minor) = sized_readback::device::compute_capability(&ctx)?;
+    let forced = std::env::var("CUDA_FORCE_PTX_JIT").is_ok_and(|v| !v.is_empty() && v != "0");
+    let image = KernelImage::for_context(&ctx)?;
+    eprintln!("device {major}.{minor}, CUDA_FORCE_PTX_JIT={forced}: {image}");
+    ensure!(
+        image == KernelImage::choose(major, minor, forced)?,
+        "{image}"
+    );
+    if forced {
+        ensure!(
+            image.kind() == ImageKind::Ptx,
+            "{image} under CUDA_FORCE_PTX_JIT"
+        );
+    } else if major * 10 + minor == 90 {
+        ensure!(
+            (image.kind(), image.arch()) == (ImageKind::MachineCode, 90),
+            "{image}"
+        );
+    }
+    let kernels = Module::load(&ctx)?;
+    ensure!(
+        kernels.image().kind() == image.kind(),
+        "test kernels: {}",
+        kernels.image()
+    );
+    let loaded = kernels.function("srb_fill_pattern")?.ptx_version()?;
+    ensure!(
+        loaded == image.arch() as i32,
+        "the loaded code was compiled from compute_{loaded}, the image is {image}"
+    );
+    Ok(())
+}
+
 /// device was idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost
 /// synchronize the device and hold the driver's lock meanwhile); serial runs never stalled.
 static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -771,6 +812,7 @@ fn main() {
     let gpu = gpu_present();
     let tests: &[(&str, TestFn)] = &[
         ("seed_golden", seed_golden),
+        ("kernel_image_for_this_device", kernel_image_for_this_device),
         (
             "seed_naive_reproduces_the_bug",
             seed_naive_reproduces_the_bug,

@@ -2,6 +2,8 @@
 //! `src/capi/mod.rs` with `capi/cbindgen.toml`. Runs without a GPU (CI). To update the header
 //! after changing the C API: `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header`.
 use std::path::Path;
+#[path = "../../tests/common/source_root.rs"]
+mod source_root;
 
 fn generate(root: &Path) -> String {
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
@@ -28,7 +30,7 @@ fn generate(root: &Path) -> String {
 
 #[test]
 fn c_header_matches_src_capi() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = &source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1).join("capi");
     let fresh = generate(root);
     let path = root.join("include/sized_readback.h");
     if std::env::var_os("SRB_BLESS").is_some() {
@@ -54,7 +56,7 @@ fn c_header_matches_src_capi() {
 
 #[test]
 fn c_header_declares_the_whole_api() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = &source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1).join("capi");
     let header = generate(root);
     for f in [
         "srb_create",

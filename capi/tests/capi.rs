@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 #[path = "../../tests/common/step.rs"]
 mod step;
 use step::*;
+#[path = "../../tests/common/source_root.rs"]
+mod source_root;
 #[path = "../../tests/common/trials.rs"]
 mod trials;
 use trials::gpu_present;
@@ -548,8 +550,10 @@ fn seed_capi_expected_output() -> Result<()> {
         ("seed_capi.expected", srb::testing::seed::EXPECTED),
         ("seed_naive.expected", srb::testing::seed::NAIVE),
     ] {
-        let path = format!("{}/../examples/{file}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).with_context(|| path.clone())?;
+        let path = source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1)
+            .join("examples")
+            .join(file);
+        let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
         ensure!(
             text == want,
             "examples/{file} differs from the seed module's text"

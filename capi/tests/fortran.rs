@@ -23,11 +23,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../tests/common/source_root.rs"]
+mod source_root;
+
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("capi/ has a parent")
-        .to_path_buf()
+    source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1)
 }
 
 fn read(rel: &str) -> String {
