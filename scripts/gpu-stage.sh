@@ -6,7 +6,6 @@
 # Usage, from the project root: bash scripts/gpu-stage.sh [--benches]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/dev-env.sh
 kinds=(--only tests --only examples)
 [ "${1:-}" = "--benches" ] && kinds+=(--only benches)
 ../shared/tools/gpu-stage "${kinds[@]}"

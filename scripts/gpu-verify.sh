@@ -6,6 +6,10 @@
 #                    OUT=/some/dir bash scripts/gpu-verify.sh [PHASE...]
 # Phases (default: all but compare3), in the order given:
 #   tests      every staged test binary with --include-ignored (GPU tests included)
+#   ptx        the PTX path: every staged test binary and the seed again under
+#              CUDA_FORCE_PTX_JIT=1 (the driver JIT-compiles the committed compute_90 PTX)
+#   load       the first readback of fresh processes, machine code against forced JIT with the
+#              JIT cache off (scripts/first-load.py; JSON in verify.tgz as load.json)
 #   seeds      the seed example in every strategy (mapped, staged, naive, sync, append, append-staged)
 #   examples   the particle example (left_box, its kernel compiled with NVRTC)
 #   soak       the long soak (>= 1,000,000 verified readbacks: pack, append, graph replay)
@@ -31,6 +35,8 @@ summary="$out/summary.txt"
 fail=0
 # The commit measured, for every JSON record (the GPU host's copy may have no git metadata).
 export SRB_COMMIT="${SRB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+# Tests that read the repository's files find them here, not at the build machine's path.
+export SRB_SOURCE_DIR="$PWD"
 # NVRTC (the left_box example, the append tests) from the toolkit.
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 step() { # step NAME COMMAND...: runs it, logs to $work/NAME.log, records the verdict
@@ -46,18 +52,29 @@ seed_ok() { # seed_ok STRATEGY EXPECTED: the seed example's lines (kernel printf
   .gpu/bin/example-seed_pipeline --strategy "$1" --sleep-ms 200 --no-kernel-printf > "$work/seed-$1.out" || return 1
   diff -u "$2" "$work/seed-$1.out" && echo "seed $1: output matches $2"
 }
+ptx_seed() { # the seed example on the PTX path
+  CUDA_FORCE_PTX_JIT=1 .gpu/bin/example-seed_pipeline --strategy mapped --sleep-ms 200 --no-kernel-printf > "$work/seed-ptx.out" || return 1
+  diff -u examples/seed_capi.expected "$work/seed-ptx.out" && echo "seed mapped (CUDA_FORCE_PTX_JIT=1): output matches"
+}
 {
   echo "# gpu-verify $(date -u +%Y-%m-%dT%H:%M:%SZ) $SRB_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
 } | tee "$summary"
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(tests seeds examples soak capi sanitize compare)
+[ ${#phases[@]} -eq 0 ] && phases=(tests ptx load seeds examples soak capi sanitize compare)
 for ph in "${phases[@]}"; do
   case "$ph" in
     tests)
       for b in .gpu/bin/test-*; do
         step "$(basename "$b")" "$b" --include-ignored
       done ;;
+    ptx)
+      for b in .gpu/bin/test-*; do
+        step "ptx-$(basename "$b")" env CUDA_FORCE_PTX_JIT=1 "$b" --include-ignored
+      done
+      step ptx-seed-mapped ptx_seed ;;
+    load)
+      step load python3 scripts/first-load.py "$work/load.json" "${LOAD_RUNS:-15}" ;;
     seeds)
       for s in mapped staged sync append append-staged; do
         step "seed-$s" seed_ok "$s" examples/seed_capi.expected

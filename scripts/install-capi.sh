@@ -18,7 +18,6 @@ prefix="$(cd "$1" && pwd)"
 command -v cmake >/dev/null || { echo "install-capi: cmake (>= 3.20) is needed: apt-get install cmake" >&2; exit 1; }
 libdir="${SRB_LIBDIR:-}"
 if [ -z "$libdir" ]; then
-  source "$root/scripts/dev-env.sh"
   (cd "$root" && cargo build --release --locked -p sized-readback-capi)
   libdir="${CARGO_TARGET_DIR:-$root/target}/release"
 fi

@@ -5,7 +5,9 @@
 #   bash scripts/python.sh wheel DIR     # an abi3 wheel (cp39-abi3, manylinux) into DIR, for other hosts
 # It uses the active virtual environment (VIRTUAL_ENV or CONDA_PREFIX) or makes python/.venv/ in the
 # repository, installing python3-venv through apt-get when Debian's python3 lacks it (as root,
-# or with sudo). The Rust build's own needs (libclang, nvcc) come from scripts/dev-env.sh.
+# or with sudo). The build needs Rust, and neither nvcc nor libclang (the kernels are committed).
+# The wheel is built with maturin's zig linker (ziglang from PyPI) for manylinux_2_28 (glibc 2.28:
+# RHEL/Rocky 8 and newer) and checked with auditwheel.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -41,7 +43,6 @@ build_tools() { # build_tools PY: maturin (pinned) for the build, its bin/ first
 
 case "$cmd" in
   install)
-    source scripts/dev-env.sh
     py="$(python_env)"
     build_tools "$py"
     "$py" -m pip install -q --disable-pip-version-check pytest numpy
@@ -58,13 +59,21 @@ case "$cmd" in
   wheel)
     out="${1:-}"; [ -n "$out" ] || usage
     mkdir -p "$out"
-    source scripts/dev-env.sh
     py="$(python_env)"
     build_tools "$py"
+    "$py" -m pip install -q --disable-pip-version-check "ziglang==0.13.*" "auditwheel==6.*"
+    rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-gnu \
+      || rustup target add x86_64-unknown-linux-gnu >/dev/null 2>&1 || true
     # abi3-py39: one wheel for every CPython >= 3.9; it links no CUDA library (libcuda is loaded at
-    # run time), so it installs on any x86_64 Linux with the glibc of its manylinux tag.
-    "$py" -m maturin build --release --manifest-path python/Cargo.toml --out "$out"
-    ls -l "$out"/sized_readback-*.whl
+    # run time). Linked by zig against glibc 2.28's symbols, so it installs on manylinux_2_28.
+    rm -f "$out"/sized_readback-*.whl
+    "$py" -m maturin build --release --manifest-path python/Cargo.toml --out "$out" \
+      --zig --compatibility manylinux_2_28
+    whl="$(ls "$out"/sized_readback-*.whl)"
+    "$py" -m auditwheel show "$whl"
+    "$py" -m auditwheel show "$whl" | grep -q 'consistent with the following platform tag: "manylinux_2_28_x86_64"' \
+      || { echo "python.sh: auditwheel does not place $whl at manylinux_2_28" >&2; exit 1; }
+    ls -l "$whl"
     ;;
   *) usage ;;
 esac
