@@ -48,6 +48,42 @@
 //! # let _ = pos; Ok(()) }
 //! ```
 //!
+//! # Compiling the kernel
+//! With nvcc, add `-I` [`INCLUDE_DIR`] (`DEP_SIZED_READBACK_INCLUDE` in a dependent's build
+//! script). With NVRTC at run time, prepend [`HEADER`] to the source and compile **straight to
+//! machine code for the device it runs on** (`--gpu-architecture=sm_XY` from
+//! [`crate::device::compute_capability`], then `nvrtcGetCUBIN`): the driver then loads a cubin
+//! and never JIT-compiles PTX, so an NVRTC newer than the driver cannot cause
+//! `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`. With cudarc:
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cudarc::nvrtc::{result, sys, Ptx};
+//! # let ctx = sized_readback::device::open(0)?;
+//! # let my_kernel_source = "";
+//! let (major, minor) = sized_readback::device::compute_capability(&ctx)?;
+//! let src = std::ffi::CString::new(format!("{}\n{my_kernel_source}", sized_readback::append::HEADER))?;
+//! let prog = result::create_program(&src, None)?;
+//! let opts = [format!("--gpu-architecture=sm_{major}{minor}"), "-std=c++17".into()];
+//! // SAFETY: a live program, compiled for a real architecture, so it holds a cubin of the
+//! // size NVRTC reports.
+//! let cubin = unsafe {
+//!     result::compile_program(prog, &opts)?;
+//!     let mut size = 0;
+//!     sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+//!     let mut cubin = vec![0u8; size];
+//!     sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+//!     result::destroy_program(prog)?;
+//!     cubin
+//! };
+//! let f = ctx.load_module(Ptx::from_binary(cubin))?.load_function("left_box")?;
+//! # let _ = f; Ok(()) }
+//! ```
+//!
+//! CI compiles the kernel above this way with NVRTC 12.0 (sm_70, sm_90) and 12.8 (sm_120)
+//! (`cargo xtask user-kernel`), and the GPU suite runs a kernel built so. CuPy's `RawKernel`
+//! and `RawModule` compile to machine code by themselves where their NVRTC knows the device.
+//!
 //! # Why a closure
 //! The slot must be reserved before the launch (its descriptor is a kernel parameter) and its
 //! completion recorded right after it, on the same stream, whatever the launch did. A closure

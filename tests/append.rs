@@ -511,8 +511,38 @@ fn misuse_is_reported() -> Result<()> {
     Ok(())
 }
 
-/// A kernel compiled at run time with NVRTC from the header's source (what the Rust example
-/// and users of cudarc do).
+/// `source` compiled by NVRTC straight to machine code for `ctx`'s device (`sm_XY` from its
+/// compute capability), as the append docs recommend: no PTX reaches the driver, so the NVRTC's
+/// version never has to be one the driver can JIT.
+fn nvrtc_cubin(ctx: &Arc<CudaContext>, source: &str) -> Result<cudarc::nvrtc::Ptx> {
+    use cudarc::nvrtc::{result, sys};
+    let (major, minor) = sized_readback::device::compute_capability(ctx)?;
+    let src = std::ffi::CString::new(source)?;
+    let prog = result::create_program(&src, None)?;
+    let opts = [format!("--gpu-architecture=sm_{major}{minor}"), "-std=c++17".into()];
+    // SAFETY: prog is a live program; the options are plain strings.
+    if let Err(e) = unsafe { result::compile_program(prog, &opts) } {
+        // SAFETY: as above.
+        let log = unsafe { result::get_program_log(prog) }.unwrap_or_default();
+        let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+        bail!("NVRTC: {e:?}: {}", String::from_utf8_lossy(&log));
+    }
+    let mut size = 0usize;
+    // SAFETY: prog compiled for a real architecture, so it holds a cubin; size is an
+    // out-pointer, and the buffer has the size NVRTC reported.
+    let cubin = unsafe {
+        sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+        let mut cubin = vec![0u8; size];
+        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+        result::destroy_program(prog)?;
+        cubin
+    };
+    ensure!(cubin.starts_with(b"\x7fELF"), "NVRTC gave no cubin");
+    Ok(cudarc::nvrtc::Ptx::from_binary(cubin))
+}
+
+/// A kernel compiled at run time with NVRTC from the header, straight to machine code for this
+/// device (the path the append docs recommend to users).
 fn nvrtc_kernel_through_the_header() -> Result<()> {
     const KERNEL: &str = r#"
 extern "C" __global__ void odd(srb_append_desc d, const unsigned long long* x, unsigned long long n) {
@@ -530,14 +560,9 @@ extern "C" __global__ void odd(srb_append_desc d, const unsigned long long* x, u
     let ctx = ctx();
     let stream = ctx.new_stream()?;
     let src = format!("{}\n{KERNEL}", sized_readback::append::HEADER);
-    // compute_75: the oldest architecture the header needs (acquire/release loads and stores,
-    // __nanosleep); the driver JIT-compiles the PTX for the GPU at hand.
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some("compute_75"),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).context("NVRTC")?;
-    let f = ctx.load_module(ptx)?.load_function("odd")?;
+    let f = ctx
+        .load_module(nvrtc_cubin(&ctx, &src)?)?
+        .load_function("odd")?;
     let host: Vec<u64> = (0..100_000u64).map(pattern::mix).collect();
     let x = stream.clone_htod(&host)?;
     let n = host.len() as u64;
