@@ -19,4 +19,11 @@ done
 rm -rf .gpu-capi && mkdir -p .gpu-capi
 cp target/release/libsized_readback.a .gpu-capi/
 strip --strip-debug .gpu-capi/libsized_readback.a
-du -sh .gpu .gpu-capi
+# One compressed bundle travels (the binaries embed every kernel image; packed they are a third
+# of their size): .gpu/, .gpu-capi/ and the Python wheel if one was built
+# (bash scripts/python.sh wheel target/wheels). gpu-verify.sh unpacks it there.
+mkdir -p .gpu-pack
+grep -qx '/.gpu-pack/' .git/info/exclude 2>/dev/null || echo '/.gpu-pack/' >> .git/info/exclude
+tar czf .gpu-pack/stage.tgz .gpu .gpu-capi $(ls target/wheels/sized_readback-*.whl 2>/dev/null)
+du -sh .gpu .gpu-capi .gpu-pack/stage.tgz
+echo "gpu-stage: carry .gpu-pack (the device tool's carry: [\".gpu-pack\"]); there: OUT=dir bash scripts/gpu-verify.sh"

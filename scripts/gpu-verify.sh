@@ -28,6 +28,8 @@
 # plot). Exits non-zero if anything failed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# What scripts/gpu-stage.sh packed, unpacked once.
+if [ -f .gpu-pack/stage.tgz ] && [ ! -d .gpu/bin ]; then tar xzf .gpu-pack/stage.tgz; fi
 out="${OUT:-/tmp/srb-verify}"
 work="$(mktemp -d)/verify"
 mkdir -p "$out" "$work"

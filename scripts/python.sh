@@ -70,8 +70,10 @@ case "$cmd" in
     "$py" -m maturin build --release --manifest-path python/Cargo.toml --out "$out" \
       --zig --compatibility manylinux_2_28
     whl="$(ls "$out"/sized_readback-*.whl)"
-    "$py" -m auditwheel show "$whl"
-    "$py" -m auditwheel show "$whl" | grep -q 'consistent with the following platform tag: "manylinux_2_28_x86_64"' \
+    report="$("$py" -m auditwheel show "$whl")"
+    echo "$report"
+    # auditwheel folds its lines; one line makes the verdict greppable.
+    tr '\n' ' ' <<<"$report" | grep -q 'consistent with the following platform tag: "manylinux_2_28_x86_64"' \
       || { echo "python.sh: auditwheel does not place $whl at manylinux_2_28" >&2; exit 1; }
     ls -l "$whl"
     ;;
