@@ -15,10 +15,10 @@ use sized_readback::{
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-#[path = "common/trials.rs"]
-mod trials;
 #[path = "common/source_root.rs"]
 mod source_root;
+#[path = "common/trials.rs"]
+mod trials;
 
 fn ctx() -> Arc<CudaContext> {
     static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
@@ -519,7 +519,10 @@ fn nvrtc_cubin(ctx: &Arc<CudaContext>, source: &str) -> Result<cudarc::nvrtc::Pt
     let (major, minor) = sized_readback::device::compute_capability(ctx)?;
     let src = std::ffi::CString::new(source)?;
     let prog = result::create_program(&src, None)?;
-    let opts = [format!("--gpu-architecture=sm_{major}{minor}"), "-std=c++17".into()];
+    let opts = [
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        "-std=c++17".into(),
+    ];
     // SAFETY: prog is a live program; the options are plain strings.
     if let Err(e) = unsafe { result::compile_program(prog, &opts) } {
         // SAFETY: as above.
