@@ -16,14 +16,17 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::testing::DeviceBuffer;
 use sized_readback::testing::Kernels as Module;
 use sized_readback::LaunchShape;
-use sized_readback::{Error, Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use sized_readback::{
+    AppendDesc, AppendReadback, BucketReadback, ColumnSchema, ColumnSource, Error, GraphReadback,
+    RawCount, Readback, ReadbackConfig, Ticket, Transport, WaitMode,
+};
 use std::ffi::c_void;
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "reliability/soak.rs"]
 mod soak;
 
@@ -749,53 +752,9 @@ fn bad_inputs_are_errors() -> Result<()> {
 // ---------------------------------------------------------------------------------------
 // Device faults, each in a child process
 
-/// Runs this binary again as a child with `scenario`; fails on a non-zero exit, a missing
-/// `SCENARIO OK` or a hang (killed after `timeout`).
-fn run_child(scenario: &str, timeout: Duration) -> Result<String> {
-    let exe = std::env::current_exe()?;
-    let mut child = Command::new(exe)
-        .env(SCENARIO_ENV, scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut so = child.stdout.take().context("stdout")?;
-    let mut se = child.stderr.take().context("stderr")?;
-    let ro = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let re = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        if t0.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("scenario {scenario} hung (killed after {timeout:?})");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let out = ro.join().unwrap_or_default();
-    let err = re.join().unwrap_or_default();
-    ensure!(
-        status.success() && out.contains("SCENARIO OK"),
-        "scenario {scenario}: {status}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    print!("{}", out.replace("SCENARIO OK\n", ""));
-    Ok(out)
-}
-
-/// A child process's scenario: exit 0 and print `SCENARIO OK` if every expectation held.
+/// A child process's scenario (see tests/common/child.rs).
 fn scenario_main(name: &str) -> ! {
-    let t0 = Instant::now();
-    let r = match name {
+    child::scenario_exit(name, || match name {
         "fault_mapped_trailer" => fault_then_wait(Transport::Mapped, WaitMode::Trailer, false),
         "fault_mapped_event" => fault_then_wait(Transport::Mapped, WaitMode::Event, true),
         "fault_staged_event" => fault_then_wait(Transport::Staged, WaitMode::Event, false),
@@ -803,19 +762,13 @@ fn scenario_main(name: &str) -> ! {
         "fault_other_stream" => fault_other_stream(),
         "fault_drop_in_flight" => fault_drop_in_flight(),
         "fault_other_context" => fault_other_context(),
+        "fault_append_producer" => fault_append(AppendFault::Producer),
+        "fault_append_kernel" => fault_append(AppendFault::Kernel),
+        "fault_bucket_pack" => fault_bucket_pack(),
+        "fault_bucket_append" => fault_bucket_append(),
+        "fault_graph_replay" => fault_graph_replay(),
         other => Err(anyhow::anyhow!("unknown scenario {other}")),
-    };
-    match r {
-        Ok(()) => {
-            println!("  [{name}] finished in {:?}", t0.elapsed());
-            println!("SCENARIO OK");
-            std::process::exit(0)
-        }
-        Err(e) => {
-            println!("[{name}] FAILED: {e:#}");
-            std::process::exit(1)
-        }
-    }
+    })
 }
 
 fn is_cuda_err(e: &Error) -> bool {
@@ -997,7 +950,7 @@ fn fault_other_context() -> Result<()> {
 fn faults(names: &'static [&'static str]) -> impl Fn() -> Result<()> {
     move || {
         for n in names {
-            run_child(n, Duration::from_secs(90))?;
+            child::run_child(SCENARIO_ENV, n, Duration::from_secs(90))?;
             FAULTS_SURVIVED.fetch_add(1, Ordering::Relaxed);
         }
         // This process's context is untouched by its children's faults.
@@ -1009,6 +962,267 @@ fn faults(names: &'static [&'static str]) -> impl Fn() -> Result<()> {
         ensure!(rb.enqueue(&stream, &data, &cnt)?.wait()?.as_slice() == [5; 10]);
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Device faults on the other paths: append, buckets (pack and append), graph replay
+
+/// How long a wait after a fault may take at most: the error must end it long before.
+const FAULT_WAIT: Duration = Duration::from_secs(20);
+
+/// `r` (an enqueue and its wait, as one result) must be the device's error: not another
+/// error kind, not data. A hang is caught by the parent's timeout.
+fn expect_device_error<T>(what: &str, t0: Instant, r: sized_readback::Result<T>) -> Result<()> {
+    match r {
+        Err(e) if is_cuda_err(&e) => {
+            println!("  {what}: {e} (after {:?})", t0.elapsed());
+            ensure!(
+                t0.elapsed() < FAULT_WAIT,
+                "{what}: the error took the whole timeout"
+            );
+            Ok(())
+        }
+        Err(e) => bail!("{what}: {e}, expected the device error"),
+        Ok(_) => bail!("{what}: succeeded after a fault"),
+    }
+}
+
+fn append_schema() -> ColumnSchema {
+    let mut s = ColumnSchema::new();
+    s.column::<u64>();
+    s.column::<u32>();
+    s
+}
+
+/// `srbt_append_step(desc, n, max_count, p, step)`: appends rows of step `*step`; a `step`
+/// address of 0x8 makes the append kernel itself fault.
+fn append_step(
+    module: &Module,
+    stream: &CudaStream,
+    d: &AppendDesc,
+    step: u64,
+) -> std::result::Result<(), cudarc::driver::DriverError> {
+    let k = module
+        .function("srbt_append_step")
+        .expect("srbt_append_step");
+    let (mut d, mut n, mut max, mut p, mut s) = (*d, 20_000u64, 5000u64, 2_147_483_647u64, step);
+    let mut args: [*mut c_void; 5] = [
+        (&mut d as *mut AppendDesc).cast(),
+        (&mut n as *mut u64).cast(),
+        (&mut max as *mut u64).cast(),
+        (&mut p as *mut u64).cast(),
+        (&mut s as *mut u64).cast(),
+    ];
+    let shape = LaunchShape {
+        grid: 20,
+        block: 256,
+        programmatic: false,
+    };
+    // SAFETY: srbt_append_step(srb_append_desc, uint64_t x3, const uint64_t*), 256 threads per
+    // block as its BlockAppend; `step` is a device address of a u64, or 0x8 to fault on purpose.
+    unsafe { k.launch(stream.cu_stream(), shape, &mut args) }.map_err(|e| match e {
+        Error::Cuda { source, .. } => source,
+        other => panic!("launch: {other}"),
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum AppendFault {
+    /// The producer before the append kernel faults.
+    Producer,
+    /// The append kernel itself faults (reads its step from an illegal address).
+    Kernel,
+}
+
+/// An append readback whose producer, or whose own kernel, faults: the wait returns the
+/// device error within its timeout, on both transports (the staged one waits on an event, the
+/// mapped one on the trailer that the faulted kernel never writes), and later appends fail.
+fn fault_append(how: AppendFault) -> Result<()> {
+    let ctx = sized_readback::device::open(0)?;
+    let module = Module::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let step = stream.clone_htod(&[7u64])?;
+    let (step_ptr, _g) = step.device_ptr(&stream);
+    let readbacks = TRANSPORTS.map(|t| {
+        AppendReadback::new(
+            &ctx,
+            &append_schema(),
+            ReadbackConfig::new(5000).transport(t),
+        )
+    });
+    for rb in &readbacks {
+        let rb = rb.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let t = rb.append(&stream, |d| append_step(&module, &stream, d, step_ptr))?;
+        t.wait_timeout(FAULT_WAIT).context("healthy append first")?;
+    }
+    if let AppendFault::Producer = how {
+        fault(&module, &stream)?;
+    }
+    let bad_step = match how {
+        AppendFault::Producer => step_ptr,
+        AppendFault::Kernel => 0x8,
+    };
+    for rb in readbacks.iter().flatten() {
+        let t0 = Instant::now();
+        let r = rb
+            .append(&stream, |d| append_step(&module, &stream, d, bad_step))
+            .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
+        expect_device_error(
+            &format!("{how:?} fault, {:?} append", rb.transport()),
+            t0,
+            r,
+        )?;
+    }
+    for rb in readbacks.iter().flatten() {
+        let r = rb
+            .append(&stream, |d| append_step(&module, &stream, d, step_ptr))
+            .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
+        expect_device_error("a later append in the context", Instant::now(), r)?;
+    }
+    Ok(())
+}
+
+/// A bucket pack after a producer fault: its wait returns the device error, on both
+/// transports.
+fn fault_bucket_pack() -> Result<()> {
+    let ctx = sized_readback::device::open(0)?;
+    let module = Module::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let mut schema = ColumnSchema::new();
+    let col = schema.column::<u64>();
+    let data = stream.clone_htod(&(0..64u64).collect::<Vec<_>>())?;
+    let counts = stream.clone_htod(&[10u32, 20])?;
+    let offsets = stream.clone_htod(&[0u32, 32])?;
+    let readbacks: Vec<BucketReadback> = TRANSPORTS
+        .iter()
+        .map(|&t| {
+            BucketReadback::new(
+                &ctx,
+                &schema,
+                ReadbackConfig::new(32).buckets(2).transport(t),
+            )
+        })
+        .collect::<sized_readback::Result<_>>()?;
+    for rb in &readbacks {
+        let t = rb.enqueue(&stream, &[col.source(&data)], &counts, &offsets)?;
+        let out = t.wait_timeout(FAULT_WAIT)?;
+        ensure!(out.bucket_column(col, 1) == (32..52u64).collect::<Vec<_>>().as_slice());
+    }
+    fault(&module, &stream)?;
+    for rb in &readbacks {
+        let t0 = Instant::now();
+        let r = rb
+            .enqueue(&stream, &[col.source(&data)], &counts, &offsets)
+            .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
+        expect_device_error("bucket pack after a producer fault", t0, r)?;
+    }
+    Ok(())
+}
+
+/// A bucketed append after a producer fault: its wait returns the device error.
+fn fault_bucket_append() -> Result<()> {
+    let ctx = sized_readback::device::open(0)?;
+    let module = Module::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let k = module.function("srbt_append_buckets")?;
+    let launch = |d: &AppendDesc| {
+        let (mut d, mut n, mut c, mut p, mut s, mut named) =
+            (*d, 10_000u64, 3000u64, 2_147_483_647u64, 3u64, 4u32);
+        let mut args: [*mut c_void; 6] = [
+            (&mut d as *mut AppendDesc).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut c as *mut u64).cast(),
+            (&mut p as *mut u64).cast(),
+            (&mut s as *mut u64).cast(),
+            (&mut named as *mut u32).cast(),
+        ];
+        let shape = LaunchShape {
+            grid: 10,
+            block: 256,
+            programmatic: false,
+        };
+        // SAFETY: srbt_append_buckets(srb_append_desc, uint64_t x4, unsigned), 256 threads
+        // per block as its BlockAppendTo; it touches only the readback's memory.
+        unsafe { k.launch(stream.cu_stream(), shape, &mut args) }.map_err(|e| match e {
+            Error::Cuda { source, .. } => source,
+            other => panic!("launch: {other}"),
+        })
+    };
+    let readbacks: Vec<AppendReadback> = TRANSPORTS
+        .iter()
+        .map(|&t| {
+            AppendReadback::new(
+                &ctx,
+                &append_schema(),
+                ReadbackConfig::new(3000).buckets(4).transport(t),
+            )
+        })
+        .collect::<sized_readback::Result<_>>()?;
+    for rb in &readbacks {
+        let healthy = rb.append(&stream, launch)?;
+        let n = healthy.wait_timeout(FAULT_WAIT)?.count();
+        ensure!(n == 3000, "healthy bucketed append: {n} rows");
+    }
+    fault(&module, &stream)?;
+    for rb in &readbacks {
+        let t0 = Instant::now();
+        let r = rb
+            .append(&stream, launch)
+            .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
+        let what = format!(
+            "{:?} bucketed append after a producer fault",
+            rb.transport()
+        );
+        expect_device_error(&what, t0, r)?;
+    }
+    Ok(())
+}
+
+/// A captured graph (producer, pack recorded into it) replayed after a fault on its stream:
+/// the next replay's wait returns the device error within its timeout, not a hang.
+fn fault_graph_replay() -> Result<()> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let ctx = sized_readback::device::open(0)?;
+    let module = Module::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let mut schema = ColumnSchema::new();
+    schema.column::<u64>();
+    let g = GraphReadback::new(&ctx, &schema, ReadbackConfig::new(64).slots(2))?;
+    let data = DeviceBuffer::new_zeroed(&ctx, 64 * 8)?;
+    let count = DeviceBuffer::new_zeroed(&ctx, 8)?;
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    busy(&module, &stream, count.ptr(), 40, 1000)?;
+    // SAFETY: the buffers outlive every replay (the graph is dropped first); one stream.
+    let recorded = unsafe {
+        g.record(
+            &stream,
+            None,
+            &[ColumnSource {
+                ptr: data.ptr(),
+                len: 64,
+            }],
+            RawCount::i32(count.ptr()),
+        )
+    };
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)?
+        .context("an empty capture")?;
+    recorded?;
+    graph.launch()?;
+    let n = g.next_timeout(FAULT_WAIT)?.count();
+    ensure!(n == 40, "healthy replay: {n} rows");
+    fault(&module, &stream)?;
+    let t0 = Instant::now();
+    let r = graph
+        .launch()
+        .map_err(|e| Error::Cuda {
+            call: "cuGraphLaunch",
+            source: e,
+        })
+        .and_then(|()| g.next_timeout(FAULT_WAIT).map(|rp| rp.count()));
+    expect_device_error("graph replay after a fault", t0, r)?;
+    drop(graph);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1129,6 +1343,21 @@ fn main() {
         (
             "fault_and_a_second_context",
             Box::new(faults(&["fault_other_context"])),
+            gpu,
+        ),
+        (
+            "fault_append_wait_errors",
+            Box::new(faults(&["fault_append_producer", "fault_append_kernel"])),
+            gpu,
+        ),
+        (
+            "fault_bucket_wait_errors",
+            Box::new(faults(&["fault_bucket_pack", "fault_bucket_append"])),
+            gpu,
+        ),
+        (
+            "fault_graph_replay_wait_errors",
+            Box::new(faults(&["fault_graph_replay"])),
             gpu,
         ),
     ];
