@@ -92,7 +92,8 @@ for ph in "${phases[@]}"; do
       step seed-fortran env FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}" \
         bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
     sanitize)
-      step sanitize env OUT="$work" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
+      [ -d "$work/pysite" ] || python3 -m pip install -q --no-deps --no-index --target "$work/pysite" target/wheels/sized_readback-*.whl >/dev/null 2>&1
+      step sanitize env OUT="$work" SRB_PYTHONPATH="$work/pysite" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
     compare|compare-quick|compare3)
       runs=1; extra=()
       [ "$ph" = compare3 ] && runs=3

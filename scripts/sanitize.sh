@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # sanitize.sh: runs compute-sanitizer (memcheck with --leak-check full, racecheck, synccheck,
-# initcheck) over the staged GPU test binaries (pack and append) and the seed example (pack and
-# append), on the GPU host.
+# initcheck) over every staged GPU test suite (reliability, gpu, append, buckets, embedding: the
+# graph replays, capi: the C API), the seed example (pack and append) and, when SRB_PYTHONPATH
+# names an installed package, the Python suite's PyTorch, graph and CuPy tests through pytest,
+# on the GPU host. What is skipped, and why, is listed below and in RELIABILITY.md.
 #
 # Usage, from the project root, after `bash scripts/gpu-stage.sh` here and with .gpu/ copied to
 # the GPU host:
@@ -17,6 +19,8 @@
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
 #   SANITIZE_GPU_FILTER  test-name filter passed to test-gpu (default: all its tests)
 #   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for test-append
+#   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
+#                      are reported as not run
 # The device-fault tests of test-reliability are skipped: they plant an illegal address on
 # purpose. One of them runs alone under memcheck first, as a control: the sanitizer must
 # report it. Timing-dependent tests are skipped too (see below).
@@ -84,6 +88,19 @@ SRB_RELIABILITY_SCENARIO=fault_staged_event run planted_fault memcheck errors --
 export SRB_TIMING_ASSERT=0
 rel_skip=(--skip fault --skip wait_timeout)
 gpu_skip=(--skip polling_and_timeouts --skip seed_naive_reproduces_the_bug)
+# The C API's fault test plants a fault in a child process, as the reliability ones do.
+capi_skip=(--skip fault)
+# Python: the library's paths through PyTorch (tensors, streams, every count type), graph
+# capture and CuPy (arrays, RawKernel appends). Not JAX and Numba (the same library paths
+# through other frameworks; their runtimes under instrumentation exceed the per-run time), nor
+# the fault test (a planted fault).
+py_tests=(python/tests/test_gpu_torch.py python/tests/test_gpu_graph.py python/tests/test_gpu_cupy.py)
+python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying why not
+  if [ -z "${SRB_PYTHONPATH:-}" ]; then
+    echo "$1 python: NOT RUN (SRB_PYTHONPATH unset: no installed package)" | tee -a "$summary"; return
+  fi
+  (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${py_tests[@]}")
+}
 
 # One sequence of runs per tool; the tools run at the same time (separate processes and
 # contexts; the GPU time-slices them), so the whole takes about as long as the slowest tool.
@@ -106,6 +123,9 @@ for tool in $tools; do
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
       # Bucketed appends stage rows per bucket in shared memory (BlockAppendTo).
       run buckets "$tool" clean -- "$bin/test-buckets" --test-threads=1 ${RACECHECK_BUCKETS_FILTER:-buckets_append}
+      SIZED_READBACK_PDL=0 run embedding "$tool" clean -- "$bin/test-embedding" --test-threads=1
+      SIZED_READBACK_PDL=0 run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}" --test-threads=1
+      SIZED_READBACK_PDL=0 python_run "$tool"
     else
       run reliability "$tool" clean -- "$bin/test-reliability" "${rel_skip[@]}"
       run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
@@ -113,6 +133,9 @@ for tool in $tools; do
       run append "$tool" clean -- "$bin/test-append" ${SANITIZE_APPEND_FILTER:-}
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
       run buckets "$tool" clean -- "$bin/test-buckets"
+      run embedding "$tool" clean -- "$bin/test-embedding"
+      run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}"
+      python_run "$tool"
     fi
   ) &
 done
