@@ -193,6 +193,36 @@ pub fn produce(
     Ok(())
 }
 
+/// `srb_produce_f64(double* data, int32_t* count, uint64_t n, uint64_t cycle)`: the criterion
+/// bench's producer (benches/readback.rs), launched as the bench launches it (the grid of
+/// [`grid_for`], 256 threads, no attribute). Same stores as `hx_produce_f64`, no trigger.
+pub fn produce_bench(
+    k: &Kernel,
+    s: CUstream,
+    sms: u32,
+    data: CUdeviceptr,
+    count: CUdeviceptr,
+    n: u64,
+    cycle: u64,
+) -> Result<()> {
+    let (mut d, mut c, mut nn, mut cy) = (data, count, n, cycle);
+    let mut args = [
+        (&mut d as *mut u64).cast::<c_void>(),
+        (&mut c as *mut u64).cast(),
+        (&mut nn as *mut u64).cast(),
+        (&mut cy as *mut u64).cast(),
+    ];
+    let shape = LaunchShape {
+        grid: grid_for(n, sms),
+        block: 256,
+        programmatic: false,
+    };
+    // SAFETY: the argument types match the kernel's signature; data holds >= n doubles and
+    // count one i32 (the callers allocate the largest n of the run).
+    unsafe { k.launch(s, shape, &mut args)? };
+    Ok(())
+}
+
 /// `hx_busy_produce(double* data, int32_t* count, uint64_t n, uint64_t cycle, uint64_t ns)`:
 /// one block; thread 0 busy for `ns` before it stores the count.
 #[allow(clippy::too_many_arguments)]

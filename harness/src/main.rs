@@ -11,7 +11,11 @@
 //! count, cuStreamSynchronize, copy n), the seed's callback (a host function that itself calls
 //! cuMemcpyDtoHAsync), callback + worker (the host function only wakes a worker thread that
 //! issues the sized copy), over-copy (whole capacity), oracle (the host knows n), and this
-//! crate: mapped + event, mapped + trailer polling (the default), staged.
+//! crate: mapped + event, mapped + trailer polling (the default), staged. The oracle is also
+//! measured as the criterion bench measures it (`oracle_criterion_way`: the bench's producer,
+//! back-to-back iterations timed as a batch), and as it was measured before each copy-based
+//! approach had a destination of its own (`oracle_after_host_read`: the host has just read
+//! the destination's first n elements); a target checks that the first two agree.
 //!
 //! Latency: host clock from just before the producer's launch to the host holding count and
 //! data, every approach interleaved cycle by cycle after a warm-up; p50 and p99. Every cycle's
@@ -41,6 +45,19 @@ use std::time::{Duration, Instant};
 use sweep::{Approach, Rig, Samples};
 
 const M: usize = 1 << 20;
+
+/// The target that the oracle measured the harness's way and the criterion bench's way agree.
+const ORACLE_AGREE: &str =
+    "oracle p50: harness way vs criterion bench's way, larger / smaller (worst point)";
+
+/// What [`ORACLE_AGREE`] guards (its `why`, whether it holds or not).
+const ORACLE_AGREE_GUARDS: &str = "guards the baseline every crate/oracle target divides by: the \
+     harness's oracle (interleaved cycle by cycle with the other approaches, one cycle per sample, \
+     p50, every element checked) must measure what the criterion bench's oracle measures (its \
+     producer srb_produce_f64, back-to-back iterations, the batch's mean, one element read); it \
+     did not while the copy-based approaches shared one destination, which over_copy's check had \
+     just read on the host before the oracle's copy landed in it (35.95 µs against criterion's \
+     22.4-25.5 µs at 64K)";
 
 /// Compares every readback approach on this GPU and checks the crate's speed targets.
 #[derive(Debug, Parser)]
@@ -298,6 +315,7 @@ fn main() -> Result<()> {
     );
     let module = Module::load(&ctx)?;
     let produce = module.function("hx_produce_f64")?;
+    let produce_bench = module.function("srb_produce_f64")?;
     let busy = module.function("hx_busy_produce")?;
     let busy_append = module.function("hx_busy_append")?;
     let select_dev = module.function("hx_select_dev")?;
@@ -329,14 +347,14 @@ fn main() -> Result<()> {
     };
     plan.extend(big.iter().map(|&n| (16 * M, n)));
     let max_n = 16 * M;
-    let mut rig = Rig::new(&ctx, produce, sms, max_n, &[M, 16 * M])?;
+    let mut rig = Rig::new(&ctx, produce, produce_bench, sms, max_n, &[M, 16 * M])?;
 
     // Warm-up: every approach at every point, a few cycles, discarded.
     for &(cap, n) in &plan {
         let mut junk = Samples::default();
         for k in 0..3 {
             for a in Approach::ALL {
-                rig.cycle(a, sweep::count_of(n, k), cap, &mut junk)?;
+                rig.cycle(a, a.count_at(n, k), cap, &mut junk)?;
             }
         }
     }
@@ -358,7 +376,7 @@ fn main() -> Result<()> {
         for k in 0..reps_at(n) as u64 {
             for a in Approach::ALL {
                 let s = samples.entry(a).or_default();
-                if let Err(e) = rig.cycle(a, sweep::count_of(n, k), cap, s) {
+                if let Err(e) = rig.cycle(a, a.count_at(n, k), cap, s) {
                     s.error.get_or_insert(format!("{e:#}"));
                     s.checked += 1;
                     rig.drain()?;
@@ -721,6 +739,24 @@ fn main() -> Result<()> {
         ));
     }
 
+    // The oracle measured the harness's way against the criterion bench's way, every point.
+    let oracle_agree = report::agreement(
+        &points,
+        Approach::Oracle.name(),
+        Approach::OracleCriterionWay.name(),
+    );
+    let mut agree = Target::at_most(
+        ORACLE_AGREE,
+        oracle_agree.worst,
+        1.10,
+        format!(
+            "oracle / oracle_criterion_way p50, larger over smaller; {}",
+            oracle_agree.detail
+        ),
+    );
+    agree.why = Some(ORACLE_AGREE_GUARDS.to_string());
+    targets.push(agree);
+
     // Why each miss happened, from this run's numbers.
     let lat =
         |cap: usize, n: usize, a: Approach| get(cap, n, a).map_or(f64::NAN, |x| x.latency_us.p50);
@@ -731,7 +767,22 @@ fn main() -> Result<()> {
         .chain(variants.iter_mut())
         .filter(|t| !t.holds)
     {
-        let why = if t.name.starts_with("n 1..4096") {
+        let why = if t.name == ORACLE_AGREE {
+            let (cap, n) = oracle_agree.at;
+            format!(
+                "{ORACLE_AGREE_GUARDS}. Worst at {}/{}: oracle {:.2} µs, oracle_criterion_way {:.2}, \
+                 oracle_after_host_read {:.2}, naive (a count copy more) {:.2}: an oracle near \
+                 oracle_after_host_read means its destination is again warm in the host's cache when \
+                 its copy lands; an oracle near naive with the criterion way away from both means the \
+                 bench's way itself (its producer, back-to-back batch, batch mean) differs",
+                report::size(cap),
+                report::size(n),
+                lat(cap, n, Approach::Oracle),
+                lat(cap, n, Approach::OracleCriterionWay),
+                lat(cap, n, Approach::OracleAfterHostRead),
+                lat(cap, n, Approach::Naive),
+            )
+        } else if t.name.starts_with("n 1..4096") {
             let n = small_ns
                 .iter()
                 .copied()
@@ -960,6 +1011,8 @@ fn main() -> Result<()> {
             "latency: host clock from before the producer launch to the host holding count and data".into(),
             "counts alternate n and n-1 cycle by cycle (n >= 2): a stale size is wrong half the time".into(),
             "enqueue_us: time inside the readback's enqueue calls (for sync it includes the blocking cuStreamSynchronize)".into(),
+            "each copy-based approach copies into a pinned destination of its own (as each crate readback has its own slots); oracle_after_host_read is the oracle with its destination's first n elements read by the host just before (what oracle measured while the copy-based approaches shared one destination and it ran right after over_copy's check)".into(),
+            format!("oracle_criterion_way: the criterion bench's oracle (benches/readback.rs: srb_produce_f64, one copy of n, cudarc event, one element read), {} iterations back to back per sample, timed as one batch; latency, enqueue and wait are the batch means", sweep::CRITERION_BATCH),
             "realistic_sweep: the producer selects n of 1M candidates (i * p % 1M < n) with one atomic per block; copy-based approaches and crate_pack read its device output and a device count zeroed by cuMemsetD8Async before it; crate_append is the same selection appended into the slot; every cycle checked by count and an order-independent checksum".into(),
         ],
         elapsed_s: started.elapsed().as_secs_f64(),

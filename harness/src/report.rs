@@ -54,7 +54,8 @@ pub struct Target {
     pub miss_by: f64,
     /// The numbers behind it.
     pub detail: String,
-    /// Why it missed, from this run's own measurements (None when it holds).
+    /// Why it missed, from this run's own measurements (None when it holds); a target that
+    /// guards a measurement rather than a speed says what it guards here whether it holds.
     pub why: Option<String>,
 }
 
@@ -87,6 +88,46 @@ impl Target {
             why: None,
         }
     }
+}
+
+/// How far two approaches' p50 latencies are apart over a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agreement {
+    /// The largest ratio of the larger p50 to the smaller over the points that have both
+    /// (infinite where one is zero or a ratio is undefined; 0 with no such point).
+    pub worst: f64,
+    /// (capacity, n) of the worst point.
+    pub at: (usize, usize),
+    /// `cap/n: a/b µs = ratio` for every point, `; `-separated.
+    pub detail: String,
+}
+
+/// The agreement of approaches `a` and `b` over `points` (by p50 latency).
+pub fn agreement(points: &[Point], a: &str, b: &str) -> Agreement {
+    let mut out = Agreement {
+        worst: 0.0,
+        at: (0, 0),
+        detail: String::new(),
+    };
+    let mut d = Vec::new();
+    for p in points {
+        if let (Some(x), Some(y)) = (p.approaches.get(a), p.approaches.get(b)) {
+            let (x, y) = (x.latency_us.p50, y.latency_us.p50);
+            let r = x.max(y) / x.min(y);
+            let r = if r.is_nan() { f64::INFINITY } else { r };
+            if r > out.worst || d.is_empty() {
+                out.worst = r;
+                out.at = (p.capacity, p.n);
+            }
+            d.push(format!(
+                "{}/{}: {x:.2}/{y:.2} µs = {r:.3}",
+                size(p.capacity),
+                size(p.n)
+            ));
+        }
+    }
+    out.detail = d.join("; ");
+    out
 }
 
 /// Human size of an element count: 1, 16, 4096, 64K, 1M, 16M.
@@ -389,4 +430,62 @@ pub fn plot(path: &Path, panels: &[Panel<'_>], title: &str) -> Result<()> {
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(capacity: usize, n: usize, p50s: &[(&'static str, f64)]) -> Point {
+        let approaches = p50s
+            .iter()
+            .map(|&(a, p50)| {
+                let latency_us = Summary {
+                    samples: 1,
+                    p50,
+                    ..Summary::default()
+                };
+                (
+                    a,
+                    PointResult {
+                        latency_us,
+                        enqueue_us: Summary::default(),
+                        wait_us: Summary::default(),
+                        correct: 1,
+                        checked: 1,
+                        error: None,
+                        gbps: 0.0,
+                    },
+                )
+            })
+            .collect();
+        Point {
+            capacity,
+            n,
+            approaches,
+        }
+    }
+
+    #[test]
+    fn agreement_is_the_worst_larger_over_smaller() {
+        let pts = [
+            point(1 << 20, 1, &[("a", 10.0), ("b", 11.0)]),
+            point(1 << 20, 65536, &[("a", 36.0), ("b", 24.0)]),
+            point(1 << 24, 4096, &[("a", 12.0), ("b", 13.0)]),
+            point(1 << 24, 65536, &[("a", 30.0)]),
+        ];
+        let g = agreement(&pts, "a", "b");
+        assert_eq!(g.worst, 1.5);
+        assert_eq!(g.at, (1 << 20, 65536));
+        assert_eq!(g.detail.matches("µs =").count(), 3);
+        assert!(g.detail.contains("1M/64K: 36.00/24.00 µs = 1.500"));
+        // Either way round, the same ratio.
+        assert_eq!(agreement(&pts, "b", "a").worst, 1.5);
+        // A missing measurement (p50 0) cannot pass for agreement.
+        let bad = [point(1 << 20, 1, &[("a", 0.0), ("b", 11.0)])];
+        assert!(agreement(&bad, "a", "b").worst.is_infinite());
+        let none = [point(1 << 20, 1, &[("a", 0.0), ("b", 0.0)])];
+        assert!(agreement(&none, "a", "b").worst.is_infinite());
+        assert_eq!(agreement(&pts, "a", "c").worst, 0.0);
+    }
 }

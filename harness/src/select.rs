@@ -133,7 +133,12 @@ pub struct SelectRig {
     d_count: CudaSlice<u64>,
     d_out_ptr: CUdeviceptr,
     d_count_ptr: CUdeviceptr,
+    /// Pinned destination of sync's copies (max doubles).
     h_data: PinnedBuffer,
+    /// Pinned destination of the oracle's copy (max doubles): its own, as each of the crate's
+    /// readbacks has its own slots. Shared with sync, the oracle's copy landed in the lines
+    /// sync's check had just read on the host, which made it slower than sync at n >= 64K.
+    h_oracle: PinnedBuffer,
     h_count: PinnedBuffer,
     done: Event,
     /// Per capacity: pack mapped, pack staged, append mapped, append staged.
@@ -190,6 +195,7 @@ impl SelectRig {
             d_out_ptr,
             d_count_ptr,
             h_data: PinnedBuffer::new(ctx, max * 8, false)?,
+            h_oracle: PinnedBuffer::new(ctx, max * 8, false)?,
             h_count: PinnedBuffer::new(ctx, 64, false)?,
             done: Event::new()?,
             rbs,
@@ -298,7 +304,11 @@ impl SelectRig {
             .entry((n_cand, keep))
             .or_insert_with(|| expected_checksum(n_cand, keep));
         let s = self.s();
-        let h = self.h_data.host_ptr().cast::<f64>();
+        let h = if a == Sel::Oracle {
+            self.h_oracle.host_ptr().cast::<f64>()
+        } else {
+            self.h_data.host_ptr().cast::<f64>()
+        };
         let hc = self.h_count.host_ptr().cast::<u64>();
         let t0 = Instant::now();
         let (t1, t2, t3, ok);

@@ -8,10 +8,11 @@ use crate::worker::{Job, Worker};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{CUdeviceptr, CUstream};
-use sized_readback::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::PinnedBuffer;
 use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,8 +30,18 @@ pub enum Approach {
     CallbackWorker,
     /// Always copy the whole capacity.
     OverCopy,
-    /// The host already knows n: one copy (the floor, not a real option).
+    /// The host already knows n: one copy (the floor, not a real option), into a destination
+    /// of its own, checked in full like every approach.
     Oracle,
+    /// The oracle as the criterion bench (`benches/readback.rs`) measures it, in the same run:
+    /// its producer (`srb_produce_f64`), the point's n every time, a cudarc event, a
+    /// destination of its own that the host reads one element of, and back-to-back
+    /// iterations timed as one batch ([`CRITERION_BATCH`]) whose mean is one sample.
+    OracleCriterionWay,
+    /// The oracle's copy into a destination whose first n elements the host read just before
+    /// the cycle (untimed): what `oracle` measured while it shared one destination with the
+    /// other copy-based approaches and ran right after over_copy, whose check had just read it.
+    OracleAfterHostRead,
     /// This crate: mapped slot, cuEventSynchronize.
     MappedEvent,
     /// This crate: mapped slot, spin on the trailer's sequence number (the default).
@@ -50,13 +61,15 @@ pub enum Approach {
 
 impl Approach {
     /// All of them.
-    pub const ALL: [Approach; 11] = [
+    pub const ALL: [Approach; 13] = [
         Approach::ProducerOnly,
         Approach::Naive,
         Approach::Sync,
         Approach::CallbackWorker,
         Approach::OverCopy,
         Approach::Oracle,
+        Approach::OracleCriterionWay,
+        Approach::OracleAfterHostRead,
         Approach::MappedEvent,
         Approach::MappedTrailer,
         Approach::Staged,
@@ -72,6 +85,8 @@ impl Approach {
             Approach::CallbackWorker => "callback_worker",
             Approach::OverCopy => "over_copy",
             Approach::Oracle => "oracle",
+            Approach::OracleCriterionWay => "oracle_criterion_way",
+            Approach::OracleAfterHostRead => "oracle_after_host_read",
             Approach::MappedEvent => "crate_mapped_event",
             Approach::MappedTrailer => "crate_mapped_trailer",
             Approach::Staged => "crate_staged",
@@ -84,7 +99,35 @@ impl Approach {
     pub fn reads_back(self) -> bool {
         self != Approach::ProducerOnly
     }
+    /// Whether the harness issues its copies into pinned host memory (each such approach has
+    /// a destination of its own, as each of the crate's readbacks has its own slots).
+    pub fn copies_to_host(self) -> bool {
+        matches!(
+            self,
+            Approach::Naive
+                | Approach::Sync
+                | Approach::CallbackWorker
+                | Approach::OverCopy
+                | Approach::Oracle
+                | Approach::OracleCriterionWay
+                | Approach::OracleAfterHostRead
+        )
+    }
+    /// The count of cycle `k` at sweep point `n`: [`count_of`], except for the criterion-way
+    /// oracle, which copies the point's n every time, as the bench does.
+    pub fn count_at(self, n: usize, k: u64) -> usize {
+        if self == Approach::OracleCriterionWay {
+            n
+        } else {
+            count_of(n, k)
+        }
+    }
 }
+
+/// Iterations of the criterion-way oracle per cycle of the sweep: run back to back and timed
+/// with one host clock around all of them, as criterion times its batches; their mean is one
+/// sample.
+pub const CRITERION_BATCH: u32 = 8;
 
 /// The count of cycle `k` at sweep point `n`: n, alternating with n - 1 (n >= 2), so a size
 /// taken from the previous cycle is stale half the time, as in the seed.
@@ -119,9 +162,14 @@ impl Samples {
     /// holding the result at `t3`, and whether the result was right.
     pub fn record(&mut self, t0: Instant, t1: Instant, t2: Instant, t3: Instant, ok: bool) {
         let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
-        self.latency.push(us(t0, t3));
-        self.enqueue.push(us(t1, t2));
-        self.wait.push(us(t2, t3));
+        self.record_us(us(t0, t3), us(t1, t2), us(t2, t3), ok);
+    }
+
+    /// One timed cycle given as its latency, enqueue and wait times in µs.
+    pub fn record_us(&mut self, latency: f64, enqueue: f64, wait: f64, ok: bool) {
+        self.latency.push(latency);
+        self.enqueue.push(enqueue);
+        self.wait.push(wait);
         self.checked += 1;
         self.correct += usize::from(ok);
     }
@@ -159,6 +207,8 @@ pub struct Rig {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     produce: Kernel,
+    /// The criterion bench's producer (`srb_produce_f64`), for the criterion-way oracle.
+    produce_bench: Kernel,
     sms: u32,
     max_n: usize,
     /// Allocated after cudarc's event tracking was turned off: the harness orders all work on
@@ -167,11 +217,20 @@ pub struct Rig {
     d_count: CudaSlice<i32>,
     d_data_ptr: CUdeviceptr,
     d_count_ptr: CUdeviceptr,
-    /// Pinned destination of the copy-based approaches (max_n doubles).
+    /// Pinned scratch destination (max_n doubles) of the sections after the sweep (the enqueue
+    /// cost breakdown, the seed's callback); no sweep approach copies into it.
     h_data: PinnedBuffer,
+    /// One pinned destination of max_n doubles per copy-based approach
+    /// ([`Approach::copies_to_host`]). Shared, each copy landed in the lines the previous
+    /// approach's check had just read on the host, which made it slower (see
+    /// [`Approach::OracleAfterHostRead`]); the crate's readbacks each have their own slots.
+    h_dst: BTreeMap<Approach, PinnedBuffer>,
     /// One pinned count per approach, so each one's stale value is its own.
     h_counts: PinnedBuffer,
     done: Event,
+    /// The criterion bench's event: cudarc's, default flags (timing disabled), recorded and
+    /// synchronized through cudarc as the bench does.
+    bench_done: CudaEvent,
     worker: Worker,
     worker_done: Event,
     crate_rbs: Vec<(usize, CrateReadbacks)>,
@@ -183,6 +242,7 @@ impl Rig {
     pub fn new(
         ctx: &Arc<CudaContext>,
         produce: Kernel,
+        produce_bench: Kernel,
         sms: u32,
         max_n: usize,
         caps: &[usize],
@@ -220,9 +280,14 @@ impl Rig {
         let d_data_ptr = d_data.device_ptr(&stream).0;
         let d_count_ptr = d_count.device_ptr(&stream).0;
         stream.synchronize().context("cuStreamSynchronize")?;
+        let mut h_dst = BTreeMap::new();
+        for a in Approach::ALL.into_iter().filter(|a| a.copies_to_host()) {
+            h_dst.insert(a, PinnedBuffer::new(ctx, max_n * 8, false)?);
+        }
         Ok(Rig {
             ctx: ctx.clone(),
             produce,
+            produce_bench,
             sms,
             max_n,
             d_data,
@@ -230,8 +295,10 @@ impl Rig {
             d_data_ptr,
             d_count_ptr,
             h_data: PinnedBuffer::new(ctx, max_n * 8, false)?,
+            h_dst,
             h_counts: PinnedBuffer::new(ctx, Approach::ALL.len() * 64, false)?,
             done: Event::new()?,
+            bench_done: ctx.new_event(None).context("cuEventCreate")?,
             worker: Worker::start(ctx.clone()),
             worker_done: Event::new()?,
             crate_rbs,
@@ -252,9 +319,15 @@ impl Rig {
     pub fn d_count(&self) -> CUdeviceptr {
         self.d_count_ptr
     }
-    /// The pinned destination of copy-based approaches.
+    /// The pinned scratch destination (max_n doubles) of the sections after the sweep.
     pub fn h_data(&self) -> *mut f64 {
         self.h_data.host_ptr().cast()
+    }
+
+    /// The pinned destination (max_n doubles) of approach `a`: its own if it copies to the
+    /// host, else the scratch one (which it does not use).
+    fn dst(&self, a: Approach) -> *mut f64 {
+        self.h_dst.get(&a).unwrap_or(&self.h_data).host_ptr().cast()
     }
     /// The context.
     pub fn ctx(&self) -> &Arc<CudaContext> {
@@ -323,10 +396,21 @@ impl Rig {
 
     /// One timed cycle of approach `a`: count `n`, capacity `cap`. Adds to `out`.
     pub fn cycle(&mut self, a: Approach, n: usize, cap: usize, out: &mut Samples) -> Result<()> {
+        if a == Approach::OracleCriterionWay {
+            return self.oracle_criterion_way(n, out);
+        }
         let s = self.stream();
-        let h = self.h_data();
+        let h = self.dst(a);
         let hc = self.h_count(a);
         let (dd, dc) = (self.d_data(), self.d_count());
+        if a == Approach::OracleAfterHostRead {
+            // What over_copy's check did to the oracle's destination when they shared one: the
+            // host reads its first n elements just before the cycle (untimed).
+            // SAFETY: h holds max_n pinned doubles; no copy into it is in flight (its last one
+            // was event-synchronized).
+            let v = unsafe { std::slice::from_raw_parts(h, n.min(self.max_n)) };
+            std::hint::black_box(v.iter().fold(0u64, |acc, x| acc.wrapping_add(x.to_bits())));
+        }
         let t0 = Instant::now();
         let cycle = self.produce_with(n, a != Approach::MappedTrailerPlain)?;
         let t1 = Instant::now();
@@ -343,12 +427,17 @@ impl Rig {
                 t3 = Instant::now();
                 ok = true;
             }
-            Approach::Naive | Approach::Sync | Approach::OverCopy | Approach::Oracle => {
+            Approach::Naive
+            | Approach::Sync
+            | Approach::OverCopy
+            | Approach::Oracle
+            | Approach::OracleAfterHostRead => {
+                let knows_n = matches!(a, Approach::Oracle | Approach::OracleAfterHostRead);
                 // SAFETY: dc is one i32 of device memory and hc its pinned destination (4
                 // bytes); dd holds max_n >= cap >= m doubles and h max_n; hc is read only
                 // after a stream sync (Sync) or, for Naive, holds a completed earlier copy.
                 unsafe {
-                    if a != Approach::Oracle {
+                    if !knows_n {
                         cuda::dtoh(hc.cast(), dc, 4, s)?;
                     }
                     let m = match a {
@@ -369,7 +458,7 @@ impl Rig {
                 t2 = Instant::now();
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
-                let count = if a == Approach::Oracle {
+                let count = if knows_n {
                     n
                 } else {
                     // SAFETY: hc is this approach's pinned i32; its copy completed (event
@@ -406,6 +495,7 @@ impl Rig {
                 let data = unsafe { std::slice::from_raw_parts(h, count.min(self.max_n)) };
                 ok = verdict(count, data);
             }
+            Approach::OracleCriterionWay => unreachable!("timed by Rig::oracle_criterion_way"),
             Approach::MappedEvent
             | Approach::MappedTrailer
             | Approach::Staged
@@ -434,6 +524,52 @@ impl Rig {
             }
         }
         out.record(t0, t1, t2, t3, ok);
+        Ok(())
+    }
+
+    /// One sample of the criterion-way oracle at count `n`: [`CRITERION_BATCH`] iterations of
+    /// the bench's `Rig::oracle` back to back (its producer `srb_produce_f64` on the bench's
+    /// grid, one cuMemcpyDtoHAsync of n doubles into this approach's own destination, a
+    /// cudarc event record + synchronize, a volatile read of the last element), one host clock
+    /// around the batch, as criterion times its batches; latency, enqueue (copy + record) and
+    /// wait (synchronize + read) are the batch's means. Checked as far as the bench reads: the
+    /// last element of every iteration, and the first of the last one (the host reads nothing
+    /// else of its destination).
+    fn oracle_criterion_way(&mut self, n: usize, out: &mut Samples) -> Result<()> {
+        let s = self.stream();
+        let h = self.dst(Approach::OracleCriterionWay);
+        let (dd, dc) = (self.d_data(), self.d_count());
+        let mut ok = n >= 1 && n <= self.max_n;
+        let (mut enqueue, mut wait) = (0.0, 0.0);
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        let t0 = Instant::now();
+        for _ in 0..CRITERION_BATCH {
+            self.cycle += 1;
+            let cycle = self.cycle;
+            cuda::produce_bench(&self.produce_bench, s, self.sms, dd, dc, n as u64, cycle)?;
+            let t1 = Instant::now();
+            // SAFETY: h holds max_n pinned doubles and dd max_n device doubles, n <= max_n.
+            unsafe { cuda::dtoh(h.cast(), dd, n.min(self.max_n) * 8, s)? };
+            self.bench_done
+                .record(&self.stream)
+                .context("cuEventRecord")?;
+            let t2 = Instant::now();
+            self.bench_done
+                .synchronize()
+                .context("cuEventSynchronize")?;
+            // SAFETY: the copy completed (event synchronized); h holds max_n doubles.
+            let last = unsafe { std::ptr::read_volatile(h.add(n.clamp(1, self.max_n) - 1)) };
+            let t3 = Instant::now();
+            std::hint::black_box(last);
+            ok &= last == cuda::expected(n.saturating_sub(1), cycle);
+            enqueue += us(t1, t2);
+            wait += us(t2, t3);
+        }
+        let t_end = Instant::now();
+        // SAFETY: the last copy completed (event synchronized above).
+        ok &= unsafe { std::ptr::read_volatile(h) } == cuda::expected(0, self.cycle);
+        let k = f64::from(CRITERION_BATCH);
+        out.record_us(us(t0, t_end) / k, enqueue / k, wait / k, ok);
         Ok(())
     }
 
@@ -499,4 +635,43 @@ pub fn grid_probe(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_distinct_and_each_copying_approach_has_its_destination() {
+        let names: std::collections::BTreeSet<&str> =
+            Approach::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(names.len(), Approach::ALL.len());
+        assert!(names.contains("oracle") && names.contains("oracle_criterion_way"));
+        let copying: Vec<Approach> = Approach::ALL
+            .into_iter()
+            .filter(|a| a.copies_to_host())
+            .collect();
+        for a in [
+            Approach::Naive,
+            Approach::Sync,
+            Approach::CallbackWorker,
+            Approach::OverCopy,
+            Approach::Oracle,
+            Approach::OracleCriterionWay,
+            Approach::OracleAfterHostRead,
+        ] {
+            assert!(copying.contains(&a), "{}", a.name());
+        }
+        assert!(!Approach::MappedTrailer.copies_to_host());
+    }
+
+    #[test]
+    fn the_criterion_way_copies_the_points_n_every_cycle() {
+        for k in 0..4 {
+            assert_eq!(Approach::OracleCriterionWay.count_at(65536, k), 65536);
+            assert_eq!(Approach::Oracle.count_at(65536, k), count_of(65536, k));
+        }
+        assert_eq!(Approach::Oracle.count_at(65536, 1), 65535);
+        assert_eq!(Approach::Oracle.count_at(1, 1), 1);
+    }
 }
