@@ -23,13 +23,15 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "test.sh: clippy not installed, skipping lints" >&2
 fi
-cargo test --locked "$@"
 # The crate as crates.io would get it (no CI files, logs or results), built from the package
-# alone (cargo package's verify step), then as a dependent and docs.rs would build it.
+# alone (cargo package's verify step), then as a dependent and docs.rs would build it, before
+# anything below installs a CUDA tool.
 cargo package --locked --allow-dirty -p sized-readback
 bash scripts/test-dependent.sh
-# The maintainers' tools from here on: libclang for bindgen, nvcc for the CUDA C++ host programs.
+# The maintainers' tools from here on: libclang for bindgen, nvcc for the CUDA C++ host programs
+# (the Fortran seed's kernel among the tests).
 source scripts/dev-env.sh
+cargo test --locked "$@"
 bash scripts/test-dev-env.sh
 # The committed kernel images and bindings, regenerated (NVRTC 12.0 and 12.8 from PyPI) and
 # compared byte for byte; their PTX assembled by CUDA 12.0's ptxas, the stand-in for an R525
