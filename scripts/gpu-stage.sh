@@ -57,7 +57,7 @@ cp target/release/seed_pipeline .gpu/bin/example-seed_pipeline
 cp target/release/libsized_readback.a .gpu-capi/
 strip --strip-debug .gpu/bin/* .gpu-capi/libsized_readback.a 2>/dev/null || true
 grep -qx '/.gpu-pack/' .git/info/exclude 2>/dev/null || echo '/.gpu-pack/' >> .git/info/exclude
-tar czf .gpu-pack/stage.tgz .gpu .gpu-capi $(ls target/wheels/sized_readback-*.whl 2>/dev/null)
+tar czf .gpu-pack/stage.tgz .gpu .gpu-capi $(ls target/wheels/sized_readback-*manylinux*.whl 2>/dev/null)
 ls .gpu/bin
 du -sh .gpu .gpu-capi .gpu-pack/stage.tgz
 echo "gpu-stage: carry .gpu-pack (the device tool's carry: [\".gpu-pack\"]); there: OUT=dir bash scripts/gpu-verify.sh"

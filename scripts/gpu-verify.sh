@@ -92,7 +92,7 @@ for ph in "${phases[@]}"; do
       step seed-fortran env FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}" \
         bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
     sanitize)
-      [ -d "$work/pysite" ] || python3 -m pip install -q --no-deps --no-index --target "$work/pysite" target/wheels/sized_readback-*.whl >/dev/null 2>&1
+      [ -d "$work/pysite" ] || python3 -m pip install -q --no-deps --no-index --target "$work/pysite" target/wheels/sized_readback-*manylinux*.whl >/dev/null 2>&1
       step sanitize env OUT="$work" SRB_PYTHONPATH="$work/pysite" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
     compare|compare-quick|compare3)
       runs=1; extra=()
@@ -106,7 +106,7 @@ for ph in "${phases[@]}"; do
       step bench .gpu/bin/bench-readback --bench ;;
     python)
       pyt="$work/pysite"
-      step py-install python3 -m pip install --no-deps --no-index --target "$pyt" target/wheels/sized_readback-*.whl
+      step py-install python3 -m pip install --no-deps --no-index --target "$pyt" target/wheels/sized_readback-*manylinux*.whl
       step py-tests env PYTHONPATH="$pyt" python3 -m pytest python/tests -rs -q
       step py-cupy-append env PYTHONPATH="$pyt" python3 python/examples/cupy_append.py
       step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"
