@@ -5,7 +5,9 @@
 #   program on the installed module source),
 #   pkg-config (sized_readback-static, and sized_readback for the .so),
 #   a plain cc / c++ command (C99 and C++17, -Wall -Wextra -Werror -pedantic; the C++ one also
-#   with the CUDA toolkit's <cuda.h> included first, when a toolkit's headers are there).
+#   with the CUDA toolkit's <cuda.h> included first, when a toolkit's headers are there);
+# then compiles README.md's C, C++, Fortran and CUDA snippets against the same prefix
+# (scripts/test-readme-snippets.sh: its header states which blocks and how; CUDA ones need nvcc).
 # Without a driver each consumer must print the library's "driver was not found" error and exit
 # 1; with a GPU it must exit 0.
 # Usage: bash scripts/test-packages.sh   (SRB_LIBDIR=dir with built libraries skips the build)
@@ -101,4 +103,7 @@ if [ -n "$cuda_inc" ]; then
 else
   echo "test-packages: no CUDA toolkit headers found: skipped the <cuda.h> compatibility build"
 fi
-[ $fail = 0 ] && echo "test-packages: all consumers ok (prefix installed, moved, used)" || exit 1
+# 4. README.md's snippets (compile only), against the moved prefix.
+bash "$root/scripts/test-readme-snippets.sh" "$prefix" || fail=1
+
+[ $fail = 0 ] && echo "test-packages: all consumers and README snippets ok (prefix installed, moved, used)" || exit 1

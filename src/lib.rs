@@ -83,3 +83,9 @@ pub use graph::{GraphReadback, Replay};
 pub use kernel_image::{ImageKind, KernelImage, KERNEL_TARGETS};
 pub use raw::module::LaunchShape;
 pub use readback::{Readback, Readout, Ticket};
+
+/// The README's Rust examples, compiled as doctests (`cargo test --doc`) so that they keep
+/// compiling against the current API; the ones that need a GPU are `no_run`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
