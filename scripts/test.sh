@@ -17,6 +17,8 @@ if cargo fmt --version >/dev/null 2>&1; then
 else
   echo "test.sh: rustfmt not installed, skipping the format check" >&2
 fi
+# The README's tables of committed results against their JSON records.
+python3 scripts/readme-tables.py --check
 if cargo clippy --version >/dev/null 2>&1; then
   cargo clippy --all-targets --locked -- -D warnings
   cargo clippy --all-targets --locked -p xtask -- -D warnings

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The README's tables that repeat committed results, made from their JSON records.
+
+Each such table sits between `<!-- table:KIND PATH -->` and `<!-- /table -->` in README.md,
+PATH being the JSON record it comes from. `python3 scripts/readme-tables.py` rewrites every
+block from its record; `--check` (CI, scripts/test.sh) fails when a block differs from what its
+record gives, so a README table cannot drift from its source.
+
+Kinds: `harness-latency` (the comparison harness's p50 latencies, compare.json), `first-load`
+(examples/first_load.rs through scripts/first-load.py, load.json)."""
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"(<!-- table:(\S+) (\S+) -->\n)(.*?)(<!-- /table -->)", re.S)
+M = 1 << 20
+
+
+def fmt(v):
+    return f"{v:.2f}" if v < 100 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def harness_latency(rec):
+    cols = [("sync", "sync (copy count, synchronize, copy n)"), ("callback_worker", "callback + worker"),
+            ("over_copy", "over-copy"), ("oracle", "oracle (n known)"),
+            ("oracle_criterion_way", "oracle, criterion's way"), ("crate_mapped_trailer", "**sized-readback**")]
+    rows = [(M, 1), (M, 4096), (16 * M, 4096), (M, 65536), (16 * M, 16 * M)]
+    points = {(p["capacity"], p["n"]): p["approaches"] for p in rec["sweep"]}
+    out = ["| n | " + " | ".join(c[1] for c in cols) + " |", "|---:|" + "---:|" * len(cols)]
+    for cap, n in rows:
+        a = points[(cap, n)]
+        label = {1: "1", 4096: "4096", 65536: "64K", 16 * M: "16M"}[n] + (", capacity 16M" if cap == 16 * M else "")
+        cells = [fmt(a[k]["latency_us"]["p50"]) for k, _ in cols]
+        cells[-1] = f"**{cells[-1]}**"
+        if n == 16 * M:
+            bw = rec["bandwidth_at_16m_gbps"]
+            cells[-1] += f" ({bw['crate_mapped_trailer'] / bw['oracle']:.2f}x the oracle's bandwidth)"
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def first_load(rec):
+    out = ["| image | first readback in a fresh process, p50 (p99) | the second readback, p50 |", "|---|---:|---:|"]
+    for mode in ("machine_code", "forced_ptx_jit"):
+        m = rec["modes"][mode]
+        out.append(f"| {m['image']} | {m['first_readback_us']['p50'] / 1000:.2f} ms ({m['first_readback_us']['p99'] / 1000:.2f}) "
+                   f"| {m['second_readback_us']['p50']:.0f} µs |")
+    return "\n".join(out) + "\n"
+
+
+KINDS = {"harness-latency": harness_latency, "first-load": first_load}
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    path = ROOT / "README.md"
+    text = path.read_text()
+    bad, n = [], 0
+
+    def render(m):
+        nonlocal n
+        n += 1
+        kind, src = m.group(2), m.group(3)
+        want = KINDS[kind](json.loads((ROOT / src).read_text()))
+        if m.group(4) != want:
+            bad.append(f"{kind} from {src}")
+        return m.group(1) + want + m.group(5)
+
+    new = BLOCK.sub(render, text)
+    if n == 0:
+        sys.exit("readme-tables: README.md has no <!-- table:... --> block")
+    if check:
+        if bad:
+            sys.exit("readme-tables: README tables differ from their records (run python3 scripts/readme-tables.py): " + "; ".join(bad))
+        print(f"readme-tables: {n} README tables match their JSON records")
+    else:
+        path.write_text(new)
+        print(f"readme-tables: wrote {n} tables ({len(bad)} changed)")
+
+
+main()
