@@ -161,6 +161,13 @@ fn each_device_gets_the_image_it_can_run() {
         ((8, 6), true, Ptx, 70),
         ((9, 0), true, Ptx, 90),
         ((12, 0), true, Ptx, 90),
+        ((7, 9), false, Sm, 75),
+        ((9, 9), false, Sm, 90),
+        ((10, 1), false, Sm, 100),
+        ((12, 9), false, Sm, 120),
+        ((13, 0), false, Ptx, 90), // a generation after these images: the newest PTX
+        ((99, 99), false, Ptx, 90),
+        ((u32::MAX, u32::MAX), false, Ptx, 90),
     ];
     for ((major, minor), force, kind, arch) in cases {
         let image = KernelImage::choose(major, minor, force).unwrap();
@@ -176,7 +183,7 @@ fn each_device_gets_the_image_it_can_run() {
         image.to_string(),
         format!("sm_90 (machine code, {} bytes)", image.bytes())
     );
-    for (major, minor) in [(6, 1), (5, 2), (3, 5)] {
+    for (major, minor) in [(6, 1), (5, 2), (3, 5), (0, 0), (6, 9), (0, u32::MAX)] {
         let e = KernelImage::choose(major, minor, false).unwrap_err();
         assert!(
             matches!(e, Error::UnsupportedDevice { major: a, minor: b } if (a, b) == (major, minor)),

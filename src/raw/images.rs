@@ -44,34 +44,33 @@ impl ImageSet {
         minor: u32,
         force_ptx: bool,
     ) -> Result<(KernelImage, &'static [u8])> {
-        let device = major * 10 + minor;
-        if device < MIN_ARCH {
+        // Architectures compare as (major, minor) pairs: no arithmetic on the device's values.
+        let device = (major, minor);
+        let split = |arch: u32| (arch / 10, arch % 10);
+        if device < split(MIN_ARCH) {
             return Err(Error::UnsupportedDevice { major, minor });
         }
         if !force_ptx {
+            // A cubin runs on its own major architecture, at its minor or a newer one.
             let cubin = self
                 .cubins
                 .iter()
-                .filter(|c| c.arch / 10 == major && c.arch <= device)
+                .filter(|c| split(c.arch).0 == major && split(c.arch) <= device)
                 .max_by_key(|c| c.arch);
             if let Some(c) = cubin {
-                return Ok((
-                    KernelImage::new(ImageKind::MachineCode, c.arch, c.bytes.0.len()),
-                    &c.bytes.0,
-                ));
+                let image = KernelImage::new(ImageKind::MachineCode, c.arch, c.bytes.0.len());
+                return Ok((image, &c.bytes.0));
             }
         }
         let p = self
             .ptx
             .iter()
-            .filter(|p| p.arch <= device)
+            .filter(|p| split(p.arch) <= device)
             .max_by_key(|p| p.arch)
             .expect("PTX for the oldest supported architecture is embedded");
         // The length without the terminating NUL, as the committed file.
-        Ok((
-            KernelImage::new(ImageKind::Ptx, p.arch, p.text.len() - 1),
-            p.text.as_bytes(),
-        ))
+        let image = KernelImage::new(ImageKind::Ptx, p.arch, p.text.len() - 1);
+        Ok((image, p.text.as_bytes()))
     }
 }
 
