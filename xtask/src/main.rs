@@ -16,7 +16,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Developer tasks of sized-readback")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Developer tasks of sized-readback"
+)]
 struct Cli {
     #[command(subcommand)]
     task: Task,
@@ -93,9 +97,10 @@ fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
             files.insert(image.path, image.bytes);
         }
     }
-    let (abi, clang) = bindings::generate(root)?;
-    m.generators
-        .push(("bindgen".into(), format!("0.72 ({clang})")));
+    // The libclang version is not recorded: the output is the same from Debian's clang 14 and
+    // PyPI's libclang 18, and a manifest naming it would differ between machines.
+    let abi = bindings::generate(root)?;
+    m.generators.push(("bindgen".into(), "0.72".into()));
     m.outputs.push((
         bindings::OUTPUT.into(),
         abi.clone().into_bytes(),
@@ -116,12 +121,16 @@ fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
 
 /// What the generated files are made from: every `.cu` under csrc/ and the shipped headers.
 fn inputs(root: &Path) -> Result<Vec<String>> {
+    // Every file under csrc/ (the kernels compile with `-I` there, so a header beside them
+    // counts), and the shipped headers.
     let mut v = Vec::new();
-    for unit in images::UNITS {
-        v.extend(images::cu_files(root, unit.dir)?);
-    }
-    for e in fs::read_dir(root.join("include/sized_readback"))? {
-        v.push(e?.path().strip_prefix(root)?.to_path_buf());
+    for dir in ["csrc", "csrc/testing", "include/sized_readback"] {
+        for e in fs::read_dir(root.join(dir))? {
+            let p = e?.path();
+            if p.is_file() {
+                v.push(p.strip_prefix(root)?.to_path_buf());
+            }
+        }
     }
     let mut v: Vec<String> = v.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     v.sort();

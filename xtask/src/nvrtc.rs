@@ -107,9 +107,13 @@ impl Nvrtc {
             }
             let status = compile(prog, opt_ptrs.len() as c_int, opt_ptrs.as_ptr());
             let mut n = 0usize;
-            log_size(prog, &mut n);
+            if log_size(prog, &mut n) != 0 {
+                n = 0;
+            }
             let mut text = vec![0u8; n.max(1)];
-            log(prog, text.as_mut_ptr().cast());
+            if n > 0 && log(prog, text.as_mut_ptr().cast()) != 0 {
+                n = 0;
+            }
             let text = String::from_utf8_lossy(&text[..n.saturating_sub(1)]).into_owned();
             let result = if status != 0 {
                 Err(anyhow::anyhow!(
@@ -119,9 +123,20 @@ impl Nvrtc {
                 ))
             } else {
                 let mut n = 0usize;
-                out_size(prog, &mut n);
-                let mut bytes = vec![0u8; n];
-                out_get(prog, bytes.as_mut_ptr().cast());
+                let mut bytes = Vec::new();
+                let s = out_size(prog, &mut n);
+                if s == 0 {
+                    bytes = vec![0u8; n];
+                }
+                let s = if s == 0 {
+                    out_get(prog, bytes.as_mut_ptr().cast())
+                } else {
+                    s
+                };
+                if s != 0 {
+                    destroy(&mut prog);
+                    bail!("NVRTC could not hand out the output of {name} ({s})");
+                }
                 if let Output::Ptx = output {
                     // The size counts the terminating NUL; the committed file is plain text.
                     while bytes.last() == Some(&0) {
