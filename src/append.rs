@@ -52,9 +52,12 @@
 //! With nvcc, add `-I` [`INCLUDE_DIR`] (`DEP_SIZED_READBACK_INCLUDE` in a dependent's build
 //! script). With NVRTC at run time, prepend [`HEADER`] to the source and compile **straight to
 //! machine code for the device it runs on** (`--gpu-architecture=sm_XY` from
-//! [`crate::device::compute_capability`], then `nvrtcGetCUBIN`): the driver then loads a cubin
-//! and never JIT-compiles PTX, so an NVRTC newer than the driver cannot cause
-//! `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`. With cudarc:
+//! [`crate::device::compute_capability`], then `nvrtcGetCUBIN`): the driver loads a cubin and
+//! JIT-compiles no PTX, so the PTX ISA version the driver accepts no longer matters (the usual
+//! `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` when NVRTC is newer than the driver). Two limits
+//! remain: an NVRTC older than the device does not know `sm_XY` (`nvrtcGetSupportedArchs` lists
+//! what it knows; compile for the newest `compute_*` below the device then, as PTX), and a
+//! cubin of a newer CUDA major version than the driver's does not load. With cudarc:
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -65,16 +68,18 @@
 //! let src = std::ffi::CString::new(format!("{}\n{my_kernel_source}", sized_readback::append::HEADER))?;
 //! let prog = result::create_program(&src, None)?;
 //! let opts = [format!("--gpu-architecture=sm_{major}{minor}"), "-std=c++17".into()];
-//! // SAFETY: a live program, compiled for a real architecture, so it holds a cubin of the
-//! // size NVRTC reports.
+//! // SAFETY: a live program, destroyed once below whatever happened; compiled for a real
+//! // architecture, so it holds a cubin of the size NVRTC reports.
 //! let cubin = unsafe {
-//!     result::compile_program(prog, &opts)?;
-//!     let mut size = 0;
-//!     sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-//!     let mut cubin = vec![0u8; size];
-//!     sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+//!     let built = result::compile_program(prog, &opts).map_err(|e| e.to_string()).and_then(|()| {
+//!         let mut size = 0;
+//!         sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| e.to_string())?;
+//!         let mut cubin = vec![0u8; size];
+//!         sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result().map_err(|e| e.to_string())?;
+//!         Ok(cubin)
+//!     });
 //!     result::destroy_program(prog)?;
-//!     cubin
+//!     built? // on a compile error, result::get_program_log(prog) before destroying says why
 //! };
 //! let f = ctx.load_module(Ptx::from_binary(cubin))?.load_function("left_box")?;
 //! # let _ = f; Ok(()) }

@@ -63,8 +63,8 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A readback that can be recorded into a CUDA graph and replayed; see the
-/// [module documentation](self) for how replays are consumed. `Send` and `Sync`.
+/// A readback that can be recorded into a CUDA graph and replayed; see
+/// [`GraphReadback::next`] for how replays are consumed. `Send` and `Sync`.
 #[derive(Debug)]
 pub struct GraphReadback {
     engine: DeviceEngine,

@@ -54,7 +54,7 @@ impl KernelImage {
     }
 
     /// The image the library loads on a device of compute capability `major.minor`, with
-    /// `CUDA_FORCE_PTX_JIT` as the environment has it now. [`Error::UnsupportedDevice`] below
+    /// `CUDA_FORCE_PTX_JIT` as the environment has it now. [`crate::Error::UnsupportedDevice`] below
     /// compute capability 7.0.
     ///
     /// ```

@@ -758,8 +758,6 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
     Ok(())
 }
 
-/// Tests that assert something about timing (a readback still in flight, a stale host size)
-/// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the
 /// The library names the image this device runs, as chosen for its compute capability and
 /// `CUDA_FORCE_PTX_JIT` (gpu-verify's `ptx` phase runs this suite with it set), and the code the
 /// driver loaded was compiled for that architecture.
@@ -778,7 +776,7 @@ fn kernel_image_for_this_device() -> Result<()> {
             image.kind() == ImageKind::Ptx,
             "{image} under CUDA_FORCE_PTX_JIT"
         );
-    } else if major * 10 + minor == 90 {
+    } else if (major, minor) == (9, 0) {
         ensure!(
             (image.kind(), image.arch()) == (ImageKind::MachineCode, 90),
             "{image}"
@@ -798,6 +796,8 @@ fn kernel_image_for_this_device() -> Result<()> {
     Ok(())
 }
 
+/// Tests that assert something about timing (a readback still in flight, a stale host size)
+/// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the
 /// device was idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost
 /// synchronize the device and hold the driver's lock meanwhile); serial runs never stalled.
 static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
