@@ -1,6 +1,8 @@
 //! The cost of the first readback in a fresh process: opening the device, then creating the
 //! first readback (which loads the library's kernel image into the context: machine code, or PTX
-//! the driver JIT-compiles), then a second one (the image already loaded). Prints one JSON line;
+//! the driver JIT-compiles; and allocates its slots), then a second one (its slots alone: the
+//! image is loaded). The `*_readback_us` fields time those creations, not a readback's latency;
+//! one readback then checks that the loaded image runs. Prints one JSON line;
 //! scripts/gpu-verify.sh (`load` phase) runs it in many fresh processes, with machine code and
 //! with `CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1`, and reports the medians.
 use anyhow::{Context, Result};

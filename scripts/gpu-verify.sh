@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # gpu-verify.sh: the GPU verification, on a GPU host that has no Rust toolchain.
 #
-# Here (with Rust):  bash scripts/gpu-stage.sh          (stages .gpu/ and .gpu-capi/)
-# There (with .gpu/ and .gpu-capi/ copied into the project root):
+# Here (with Rust):  bash scripts/gpu-stage.sh          (packs .gpu/ and .gpu-capi/ into
+#                                                        .gpu-pack/stage.tgz; carry .gpu-pack)
+# There, from the project root:
 #                    OUT=/some/dir bash scripts/gpu-verify.sh [PHASE...]
-# Phases (default: all but compare3), in the order given:
+# Phases (default: tests ptx load seeds examples soak capi sanitize compare), in the order given:
 #   tests      every staged test binary with --include-ignored (GPU tests included)
 #   ptx        the PTX path: every staged test binary and the seed again under
 #              CUDA_FORCE_PTX_JIT=1 (the driver JIT-compiles the committed compute_90 PTX)
@@ -19,7 +20,7 @@
 #   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
 #   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
-#   python     the Python package: the abi3 wheel from target/wheels (scripts/python.sh wheel)
+#   python     the Python package: the staged abi3 wheel (.gpu/wheels/, from scripts/python.sh wheel)
 #              installed with pip --target, its whole pytest suite (torch, CuPy, JAX, Numba), the
 #              CuPy append example, and the benchmark (python/bench/bench.py; JSON in verify.tgz)
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
@@ -28,15 +29,15 @@
 # plot). Exits non-zero if anything failed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# What scripts/gpu-stage.sh packed, unpacked once.
-if [ -f .gpu-pack/stage.tgz ] && [ ! -d .gpu/bin ]; then tar xzf .gpu-pack/stage.tgz; fi
+# What scripts/gpu-stage.sh packed, unpacked afresh (a warm machine keeps an older .gpu/).
+if [ -f .gpu-pack/stage.tgz ]; then rm -rf .gpu .gpu-capi && tar xzf .gpu-pack/stage.tgz; fi
 out="${OUT:-/tmp/srb-verify}"
 work="$(mktemp -d)/verify"
 mkdir -p "$out" "$work"
 summary="$out/summary.txt"
 fail=0
 # The commit measured, for every JSON record (the GPU host's copy may have no git metadata).
-export SRB_COMMIT="${SRB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+export SRB_COMMIT="${SRB_COMMIT:-$(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # Tests that read the repository's files find them here, not at the build machine's path.
 export SRB_SOURCE_DIR="$PWD"
 # NVRTC (the left_box example, the append tests) from the toolkit.
@@ -92,7 +93,7 @@ for ph in "${phases[@]}"; do
       step seed-fortran env FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}" \
         bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
     sanitize)
-      [ -d "$work/pysite" ] || python3 -m pip install -q --no-deps --no-index --target "$work/pysite" target/wheels/sized_readback-*manylinux*.whl >/dev/null 2>&1
+      [ -d "$work/pysite" ] || step py-install python3 -m pip install --no-deps --no-index --target "$work/pysite" .gpu/wheels/sized_readback-*.whl
       step sanitize env OUT="$work" SRB_PYTHONPATH="$work/pysite" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;
     compare|compare-quick|compare3)
       runs=1; extra=()
@@ -106,7 +107,7 @@ for ph in "${phases[@]}"; do
       step bench .gpu/bin/bench-readback --bench ;;
     python)
       pyt="$work/pysite"
-      step py-install python3 -m pip install --no-deps --no-index --target "$pyt" target/wheels/sized_readback-*manylinux*.whl
+      step py-install python3 -m pip install --no-deps --no-index --target "$pyt" .gpu/wheels/sized_readback-*.whl
       step py-tests env PYTHONPATH="$pyt" python3 -m pytest python/tests -rs -q
       step py-cupy-append env PYTHONPATH="$pyt" python3 python/examples/cupy_append.py
       step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"

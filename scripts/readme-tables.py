@@ -42,7 +42,9 @@ def harness_latency(rec):
 
 
 def first_load(rec):
-    out = ["| image | first readback in a fresh process, p50 (p99) | the second readback, p50 |", "|---|---:|---:|"]
+    n = rec["runs"]
+    out = [f"| image | creating the first readback of a fresh process (image load + slots), p50 (p99 of {n}) "
+           "| creating a second one (slots alone), p50 |", "|---|---:|---:|"]
     for mode in ("machine_code", "forced_ptx_jit"):
         m = rec["modes"][mode]
         out.append(f"| {m['image']} | {m['first_readback_us']['p50'] / 1000:.2f} ms ({m['first_readback_us']['p99'] / 1000:.2f}) "

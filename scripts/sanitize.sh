@@ -5,20 +5,23 @@
 # names an installed package, the Python suite's PyTorch, graph and CuPy tests through pytest,
 # on the GPU host. What is skipped, and why, is listed below and in RELIABILITY.md.
 #
-# Usage, from the project root, after `bash scripts/gpu-stage.sh` here and with .gpu/ copied to
-# the GPU host:
+# Usage, from the project root on the GPU host, with the staged .gpu/ unpacked there (as
+# scripts/gpu-verify.sh does; its `sanitize` phase runs this script):
 #   OUT=/some/dir bash scripts/sanitize.sh
 # Writes $OUT/sanitize-summary.txt (one line per run: tool, target, exit status, time, the
 # sanitizer's summary line) and $OUT/sanitize-logs.tar.gz (the full logs). Exits non-zero if
-# any run reported an error or failed.
+# any run reported an error, failed, or was not run (budget spent, or a Python run that ran no
+# test).
 #
 # Knobs (environment):
 #   SANITIZE_BUDGET_S  stop starting new runs after this many seconds (default 200)
 #   SANITIZE_RUN_S     per-run timeout in seconds (default 90)
-# The four tools run in parallel, each over the three targets in turn.
+# The four tools run in parallel, each over its targets in turn.
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
 #   SANITIZE_GPU_FILTER  test-name filter passed to test-gpu (default: all its tests)
 #   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for test-append
+#   RACECHECK_SOAK_READBACKS, RACECHECK_GPU_FILTER, RACECHECK_BUCKETS_FILTER  racecheck's
+#                      smaller soak and its test filters for test-gpu and test-buckets
 #   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
 #                      are reported as not run
 # The device-fault tests of test-reliability are skipped: they plant an illegal address on
@@ -55,6 +58,7 @@ run() {
   local now; now=$(date +%s)
   if [ $((now - start)) -ge "$budget" ]; then
     echo "$tool $name: NOT RUN (sanitize budget of ${budget}s spent)" | tee -a "$summary"
+    touch "$logs/FAILED"
     return
   fi
   local log="$logs/$tool-$name.log" extra=()
@@ -64,12 +68,17 @@ run() {
   local rc=$?
   local dt; dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   local line; line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK|INITCHECK|LEAK) SUMMARY" "$log" | tr '\n' ';' | sed 's/========= //g')
-  local tests; tests=$(grep -E "^test result:" "$log" | tail -n 1)
+  # libtest's closing line, or pytest's ("N passed, ... in S s").
+  local tests; tests=$(grep -E "^test result:|[0-9]+ passed" "$log" | tail -n 1)
+  if [ "$name" = python ] && [ $rc = 0 ] && ! grep -qE "[1-9][0-9]* passed" <<<"$tests"; then
+    rc=98  # a Python run that ran no test (no framework installed) proves nothing
+  fi
   local verdict=ok
   case "$expect:$rc" in
     clean:0) verdict=ok ;;
     errors:99) verdict="ok (planted fault reported)" ;;
     *:124) verdict="TIMEOUT after ${per_run}s" ;;
+    *:98) verdict="FAILED (pytest ran no test)" ;;
     *) verdict="FAILED (exit $rc)" ;;
   esac
   [ "$verdict" = "${verdict#ok}" ] && touch "$logs/FAILED"
@@ -97,7 +106,8 @@ capi_skip=(--skip fault)
 py_tests=(python/tests/test_gpu_torch.py python/tests/test_gpu_graph.py python/tests/test_gpu_cupy.py)
 python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying why not
   if [ -z "${SRB_PYTHONPATH:-}" ]; then
-    echo "$1 python: NOT RUN (SRB_PYTHONPATH unset: no installed package)" | tee -a "$summary"; return
+    echo "$1 python: NOT RUN (SRB_PYTHONPATH unset: no installed package)" | tee -a "$summary"
+    touch "$logs/FAILED"; return
   fi
   (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${py_tests[@]}")
 }

@@ -51,5 +51,5 @@ else
     || { echo "test-dependent: expected the library's no-driver error" >&2; exit 1; }
 fi
 cd "$work/$lib"
-"${clean[@]}" RUSTDOCFLAGS="--cfg docsrs" cargo doc --quiet --no-deps
+"${clean[@]}" RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo doc --quiet --no-deps
 echo "test-dependent: cargo doc of $lib.crate (as docs.rs builds it) with no toolkit: ok ($(ls "$work/target/doc/sized_readback" | wc -l) entries)"
