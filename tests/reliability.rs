@@ -1013,14 +1013,29 @@ fn append_step(
         (&mut p as *mut u64).cast(),
         (&mut s as *mut u64).cast(),
     ];
+    // SAFETY: srbt_append_step(srb_append_desc, uint64_t x3, const uint64_t*), 256 threads per
+    // block as its BlockAppend; `step` is a device address of a u64, or 0x8 to fault on purpose.
+    unsafe { launch_append_kernel(&k, stream, 20, &mut args) }
+}
+
+/// Launches an append test kernel of 256 threads per block on `grid` blocks, with the
+/// driver's error as the append closure wants it.
+///
+/// # Safety
+/// As `Kernel::launch`: `args` match the kernel's parameters, which it uses as they allow.
+unsafe fn launch_append_kernel(
+    k: &sized_readback::testing::Kernel,
+    stream: &CudaStream,
+    grid: u32,
+    args: &mut [*mut c_void],
+) -> std::result::Result<(), cudarc::driver::DriverError> {
     let shape = LaunchShape {
-        grid: 20,
+        grid,
         block: 256,
         programmatic: false,
     };
-    // SAFETY: srbt_append_step(srb_append_desc, uint64_t x3, const uint64_t*), 256 threads per
-    // block as its BlockAppend; `step` is a device address of a u64, or 0x8 to fault on purpose.
-    unsafe { k.launch(stream.cu_stream(), shape, &mut args) }.map_err(|e| match e {
+    // SAFETY: per the contract.
+    unsafe { k.launch(stream.cu_stream(), shape, args) }.map_err(|e| match e {
         Error::Cuda { source, .. } => source,
         other => panic!("launch: {other}"),
     })
@@ -1136,17 +1151,9 @@ fn fault_bucket_append() -> Result<()> {
             (&mut s as *mut u64).cast(),
             (&mut named as *mut u32).cast(),
         ];
-        let shape = LaunchShape {
-            grid: 10,
-            block: 256,
-            programmatic: false,
-        };
         // SAFETY: srbt_append_buckets(srb_append_desc, uint64_t x4, unsigned), 256 threads
         // per block as its BlockAppendTo; it touches only the readback's memory.
-        unsafe { k.launch(stream.cu_stream(), shape, &mut args) }.map_err(|e| match e {
-            Error::Cuda { source, .. } => source,
-            other => panic!("launch: {other}"),
-        })
+        unsafe { launch_append_kernel(&k, &stream, 10, &mut args) }
     };
     let readbacks: Vec<AppendReadback> = TRANSPORTS
         .iter()

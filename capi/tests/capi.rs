@@ -761,6 +761,22 @@ fn capi_fault_wait() -> Result<()> {
     let (dp, _gd) = cudarc::driver::DevicePtr::device_ptr(&data, &stream);
     let (cp, _gc) = cudarc::driver::DevicePtr::device_ptr(&count, &stream);
     let (sizes, lens) = ([8usize], [16usize]);
+    // srb_enqueue of the 16 doubles and their count on `stream`.
+    let enqueue = |rb: *mut capi::srb_readback, seq: &mut u64| {
+        // SAFETY: rb is live (created below, destroyed last); the buffers outlive it.
+        unsafe {
+            capi::srb_enqueue(
+                rb,
+                raw,
+                std::ptr::null_mut(),
+                &dp,
+                lens.as_ptr(),
+                cp,
+                capi::SRB_COUNT_INT32,
+                seq,
+            )
+        }
+    };
     let mut readbacks = Vec::new();
     for flags in [0, capi::SRB_FLAG_STAGED] {
         let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
@@ -769,16 +785,7 @@ fn capi_fault_wait() -> Result<()> {
             let code = capi::srb_create(0, 16, 2, 1, sizes.as_ptr(), flags, &mut rb);
             ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
             let mut seq = 0;
-            let code = capi::srb_enqueue(
-                rb,
-                raw,
-                std::ptr::null_mut(),
-                &dp,
-                lens.as_ptr(),
-                cp,
-                capi::SRB_COUNT_INT32,
-                &mut seq,
-            );
+            let code = enqueue(rb, &mut seq);
             ensure!(
                 code == capi::SRB_OK,
                 "healthy enqueue: {code} {}",
@@ -813,19 +820,7 @@ fn capi_fault_wait() -> Result<()> {
     for (flags, rb) in readbacks {
         let t0 = Instant::now();
         let mut seq = 0;
-        // SAFETY: as above.
-        let code = unsafe {
-            capi::srb_enqueue(
-                rb,
-                raw,
-                std::ptr::null_mut(),
-                &dp,
-                lens.as_ptr(),
-                cp,
-                capi::SRB_COUNT_INT32,
-                &mut seq,
-            )
-        };
+        let code = enqueue(rb, &mut seq);
         let (code, at) = if code == capi::SRB_OK {
             let mut n = 0;
             // SAFETY: as above.
