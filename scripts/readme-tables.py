@@ -7,7 +7,8 @@ block from its record; `--check` (CI, scripts/test.sh) fails when a block differ
 record gives, so a README table cannot drift from its source.
 
 Kinds: `harness-latency` (the comparison harness's p50 latencies, compare.json), `first-load`
-(examples/first_load.rs through scripts/first-load.py, load.json)."""
+(examples/first_load.rs through scripts/first-load.py, load.json), `mpi-exchange` (the MPI
+mini-app's runs, scripts/mpi-summarize.py's JSON)."""
 import json
 import re
 import sys
@@ -52,7 +53,30 @@ def first_load(rec):
     return "\n".join(out) + "\n"
 
 
-KINDS = {"harness-latency": harness_latency, "first-load": first_load}
+def mpi_exchange(rec):
+    """The MPI mini-app's runs (scripts/mpi-summarize.py's record): a ratio is bold where it
+    meets the issue's limit (exchange latency <= 0.5x, steps per second >= 1.15x)."""
+    out = ["| particles/rank | ranks | MPS | push kernel lib / base | exchange latency lib / base "
+           "| beyond the push lib / base | latency ratio | steps/s lib / base | steps/s ratio |",
+           "|---:|---|---|---|---|---|---:|---|---:|"]
+    for r in rec["runs"]:
+        lib, base = r["modes"]["library"], r["modes"]["baseline"]
+        p50 = lambda m, k: m[k]["p50"]
+        beyond = [p50(m, "exchange_latency_us") - p50(m, "push_kernel_us") for m in (lib, base)]
+        lat = p50(lib, "exchange_latency_us") / p50(base, "exchange_latency_us")
+        steps = lib["steps_per_s"] / base["steps_per_s"]
+        bold = lambda text, ok: f"**{text}**" if ok else text
+        n = r["particles_per_rank"]
+        out.append(
+            f"| {'1M' if n == M else '64K' if n == 65536 else n} | {r['ranks']} | {'yes' if r['mps'] else 'no'} "
+            f"| {p50(lib, 'push_kernel_us'):.1f} / {p50(base, 'push_kernel_us'):.1f} "
+            f"| {p50(lib, 'exchange_latency_us'):.1f} / {p50(base, 'exchange_latency_us'):.1f} "
+            f"| {beyond[0]:.1f} / {beyond[1]:.1f} | {bold(f'{lat:.2f}', lat <= 0.5)} "
+            f"| {lib['steps_per_s']:.0f} / {base['steps_per_s']:.0f} | {bold(f'{steps:.2f}', steps >= 1.15)} |")
+    return "\n".join(out) + "\n"
+
+
+KINDS = {"harness-latency": harness_latency, "first-load": first_load, "mpi-exchange": mpi_exchange}
 
 
 def main():
