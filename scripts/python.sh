@@ -62,8 +62,6 @@ case "$cmd" in
     py="$(python_env)"
     build_tools "$py"
     "$py" -m pip install -q --disable-pip-version-check "ziglang==0.13.*" "auditwheel==6.*"
-    rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-gnu \
-      || rustup target add x86_64-unknown-linux-gnu >/dev/null 2>&1 || true
     # abi3-py39: one wheel for every CPython >= 3.9; it links no CUDA library (libcuda is loaded at
     # run time). Linked by zig against glibc 2.28's symbols, so it installs on manylinux_2_28.
     rm -f "$out"/sized_readback-*.whl
