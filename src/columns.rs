@@ -386,14 +386,14 @@ pub(crate) fn enqueue_tracked_with<K: CountType, C: DevicePtr<K>, O: DevicePtr<K
     let k = engine.slots().layout().buckets();
     let need = if offsets.is_some() { k } else { 1 };
     if count.len() < need {
-        return Err(Error::BadPointer {
+        return Err(Error::BufferTooShort {
             what: if offsets.is_some() {
-                "the counts (fewer than the buckets)"
+                "the counts"
             } else {
-                "the count (an empty buffer)"
+                "the count"
             },
-            addr: 0,
-            align: K::KIND.size(),
+            len: count.len(),
+            need,
         });
     }
     if let Some(o) = offsets {
@@ -403,10 +403,10 @@ pub(crate) fn enqueue_tracked_with<K: CountType, C: DevicePtr<K>, O: DevicePtr<K
             });
         }
         if o.len() < k {
-            return Err(Error::BadPointer {
-                what: "the offsets (fewer than the buckets)",
-                addr: 0,
-                align: K::KIND.size(),
+            return Err(Error::BufferTooShort {
+                what: "the offsets",
+                len: o.len(),
+                need: k,
             });
         }
     }

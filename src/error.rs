@@ -181,6 +181,17 @@ pub enum Error {
         /// Which argument.
         what: &'static str,
     },
+    /// A device buffer holds fewer values than the enqueue reads from it: an empty count
+    /// buffer, or fewer counts or offsets than a bucketed readback has buckets.
+    #[error("{what} holds {len} value(s), fewer than the {need} the readback reads")]
+    BufferTooShort {
+        /// Which argument.
+        what: &'static str,
+        /// Values the buffer holds.
+        len: usize,
+        /// Values the readback reads from it.
+        need: usize,
+    },
     /// A pointer argument is null, not aligned as its type requires, or not device memory the
     /// driver knows.
     #[error("{what} is null, misaligned (needs {align}-byte alignment) or unknown to the driver (address {addr:#x})")]

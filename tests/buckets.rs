@@ -495,7 +495,14 @@ fn pack_bad_inputs() -> Result<()> {
     let rb2 = BucketReadback::new(&ctx, &s, ReadbackConfig::new(cap).buckets(4))?;
     let r = rb2.enqueue(&stream, &[a.source(&p.a), b.source(&p.b)], &short, &short);
     ensure!(
-        matches!(r, Err(Error::BadPointer { .. })),
+        matches!(
+            r,
+            Err(Error::BufferTooShort {
+                what: "the counts",
+                len: 2,
+                need: 4
+            })
+        ),
         "short counts: {:?}",
         r.err()
     );

@@ -598,7 +598,16 @@ fn bad_inputs_are_errors() -> Result<()> {
     expect_err(
         rb.enqueue(&stream, &data, &empty),
         "empty count buffer",
-        |e| matches!(e, Error::BadPointer { .. }),
+        |e| {
+            matches!(
+                e,
+                Error::BufferTooShort {
+                    what: "the count",
+                    len: 0,
+                    need: 1
+                }
+            )
+        },
     )?;
     let (d, _g) = data.device_ptr(&stream);
     let (c, _g2) = cnt.device_ptr(&stream);

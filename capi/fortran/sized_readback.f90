@@ -105,6 +105,8 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_ERR_BUCKET_RANGE = -23
   !> The device's compute capability is below 7.0 (Volta), the oldest the kernels support.
   integer(c_int), parameter, public :: SRB_ERR_UNSUPPORTED_DEVICE = -24
+  !> A device buffer holds fewer values than the readback reads (counts, offsets).
+  integer(c_int), parameter, public :: SRB_ERR_BUFFER_TOO_SHORT = -25
   !> A Rust panic was caught at the boundary (a bug; please report it).
   integer(c_int), parameter, public :: SRB_ERR_PANIC = -100
   !> srb_create flag: the staged transport (device slot, then one copy), not mapped memory.

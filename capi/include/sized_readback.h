@@ -115,6 +115,10 @@
 // The device's compute capability is below 7.0 (Volta), the oldest the kernels support.
 #define SRB_ERR_UNSUPPORTED_DEVICE (-24)
 
+// A device buffer holds fewer values than the readback reads from it (an empty count buffer,
+// fewer counts or offsets than buckets).
+#define SRB_ERR_BUFFER_TOO_SHORT (-25)
+
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)
 

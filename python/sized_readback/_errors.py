@@ -29,6 +29,7 @@ __all__ = [
     "AppendMisuseError",
     "ForeignDeviceError",
     "BadPointerError",
+    "BufferTooShortError",
     "SlotsExhaustedError",
     "ReadbackTimeoutError",
     "OverrunError",
@@ -163,6 +164,17 @@ class BadPointerError(ReadbackError, ValueError):
     what: str
     address: int
     alignment: int
+
+
+class BufferTooShortError(ReadbackError, ValueError):
+    """A device buffer holds fewer values than the readback reads from it (an empty count
+    array, fewer counts or offsets than buckets)."""
+
+    what: str
+    len: int
+    """Values the buffer holds."""
+    need: int
+    """Values the readback reads from it."""
 
 
 class SlotsExhaustedError(ReadbackError, RuntimeError):

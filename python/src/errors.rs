@@ -121,6 +121,12 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::ForeignContext { what } => {
             make(py, "ForeignDeviceError", msg, facts!["what" => what])
         }
+        Error::BufferTooShort { what, len, need } => make(
+            py,
+            "BufferTooShortError",
+            msg,
+            facts!["what" => what, "len" => len, "need" => need],
+        ),
         Error::BadPointer { what, addr, align } => make(
             py,
             "BadPointerError",

@@ -26,6 +26,7 @@ def test_every_error_is_a_readback_error_and_its_builtin():
         srb.CountExceedsSourceError: ValueError,
         srb.ForeignDeviceError: ValueError,
         srb.BadPointerError: ValueError,
+        srb.BufferTooShortError: ValueError,
         srb.ConfigError: ValueError,
         srb.SchemaError: ValueError,
         srb.ReadbackTimeoutError: TimeoutError,

@@ -124,6 +124,9 @@ pub const SRB_ERR_BUCKET_OVER_CAPACITY: i32 = -22;
 pub const SRB_ERR_BUCKET_RANGE: i32 = -23;
 /// The device's compute capability is below 7.0 (Volta), the oldest the kernels support.
 pub const SRB_ERR_UNSUPPORTED_DEVICE: i32 = -24;
+/// A device buffer holds fewer values than the readback reads from it (an empty count buffer,
+/// fewer counts or offsets than buckets).
+pub const SRB_ERR_BUFFER_TOO_SHORT: i32 = -25;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -269,6 +272,7 @@ fn code_of(e: &Error) -> i32 {
         Error::BucketOverCapacity { .. } => SRB_ERR_BUCKET_OVER_CAPACITY,
         Error::BucketOutOfRange { .. } => SRB_ERR_BUCKET_RANGE,
         Error::ForeignContext { .. } => SRB_ERR_FOREIGN_CONTEXT,
+        Error::BufferTooShort { .. } => SRB_ERR_BUFFER_TOO_SHORT,
         Error::BadPointer { .. } => SRB_ERR_BAD_POINTER,
         Error::SlotsExhausted { .. } => SRB_ERR_SLOTS_EXHAUSTED,
         Error::Timeout { .. } => SRB_TIMEOUT,
@@ -1685,6 +1689,11 @@ mod tests {
                 limit: 10,
             },
             Error::ForeignContext { what: "the stream" },
+            Error::BufferTooShort {
+                what: "the counts",
+                len: 2,
+                need: 4,
+            },
             Error::BadPointer {
                 what: "the count",
                 addr: 2,
