@@ -183,7 +183,7 @@ impl AppendReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        schema.validate()?;
+        Self::check(schema, &config)?;
         Ok(AppendReadback {
             engine: RwLock::new(HostEngine::new(
                 ctx,
@@ -193,6 +193,13 @@ impl AppendReadback {
             )?),
             schema: Arc::new(schema.clone()),
         })
+    }
+
+    /// The checks [`AppendReadback::new`] makes before it touches the driver (the spill
+    /// region's size among them), as [`crate::ColumnReadback::check`].
+    pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
+        schema.validate()?;
+        HostEngine::check(&schema.elem_sizes(), config, Filled::Append)
     }
 
     fn engine(&self) -> Arc<HostEngine> {
@@ -324,20 +331,6 @@ impl AppendReadback {
             engine.slots().check_raw_stream(stream)?;
             self.begin_raw(engine, stream, after)
         }
-    }
-
-    /// [`AppendReadback::begin_raw_stream`] under the name the C API uses.
-    ///
-    /// # Safety
-    /// As [`AppendReadback::begin_raw_stream`].
-    #[cfg(feature = "capi")]
-    pub(crate) unsafe fn begin_unchecked_stream<'s>(
-        &self,
-        stream: CUstream,
-        after: Option<CUevent>,
-    ) -> Result<PendingAppend<'s>> {
-        // SAFETY: per the contract.
-        unsafe { self.begin_raw_stream(stream, after) }
     }
 
     /// # Safety
@@ -488,12 +481,13 @@ impl AppendTicket {
             .map(|core| ColumnTicket::from_core(core, self.schema.clone())))
     }
 
-    /// [`AppendTicket::fetch_spill`] on a raw stream, checked to be of the readback's context.
+    /// [`AppendTicket::fetch_spill`] on a raw driver stream (a `CUstream` made by other code;
+    /// null is the legacy default stream), checked to belong to the readback's context: the
+    /// path of the C API's `srb_fetch_spill`.
     ///
     /// # Safety
-    /// `stream` is a live stream handle.
-    #[cfg(feature = "capi")]
-    pub(crate) unsafe fn fetch_spill_raw(&self, stream: CUstream) -> Result<Option<ColumnTicket>> {
+    /// `stream` is a live stream handle or null.
+    pub unsafe fn fetch_spill_raw_stream(&self, stream: CUstream) -> Result<Option<ColumnTicket>> {
         // SAFETY: per the contract; then the stream is of this context.
         unsafe {
             self.core.check_raw_stream(stream)?;

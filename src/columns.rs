@@ -484,14 +484,7 @@ impl ColumnReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        schema.validate()?;
-        if config.buckets != 1 {
-            return Err(Error::config(format!(
-                "buckets({}) on a readback of one bucket: bucketed readbacks are \
-                 BucketReadback (a bucket pack) and AppendReadback (append kernels)",
-                config.buckets
-            )));
-        }
+        Self::check(schema, &config)?;
         Ok(ColumnReadback {
             engine: RwLock::new(HostEngine::new(
                 ctx,
@@ -501,6 +494,23 @@ impl ColumnReadback {
             )?),
             schema: Arc::new(schema.clone()),
         })
+    }
+
+    /// The checks [`ColumnReadback::new`] makes before it touches the driver: the schema, the
+    /// settings and the size of the slots. For bindings that report bad settings alike with or
+    /// without a GPU.
+    ///
+    /// Errors: [`Error::InvalidConfig`], as [`ColumnReadback::new`].
+    pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
+        schema.validate()?;
+        if config.buckets != 1 {
+            return Err(Error::config(format!(
+                "buckets({}) on a readback of one bucket: bucketed readbacks are \
+                 BucketReadback (a bucket pack) and AppendReadback (append kernels)",
+                config.buckets
+            )));
+        }
+        HostEngine::check(&schema.elem_sizes(), config, Filled::Pack)
     }
 
     pub(crate) fn engine(&self) -> Arc<HostEngine> {
@@ -720,11 +730,18 @@ impl BucketReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        schema.validate()?;
+        Self::check(schema, &config)?;
         Ok(BucketReadback {
             engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, Filled::BucketPack)?,
             schema: Arc::new(schema.clone()),
         })
+    }
+
+    /// The checks [`BucketReadback::new`] makes before it touches the driver, as
+    /// [`ColumnReadback::check`].
+    pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
+        schema.validate()?;
+        HostEngine::check(&schema.elem_sizes(), config, Filled::BucketPack)
     }
 
     /// The columns.
@@ -797,9 +814,29 @@ impl BucketReadback {
         slots.check_stream(stream)?;
         let after = after.map(|e| slots.check_event(e)).transpose()?;
         // SAFETY: per the contract; the stream and event are of this context (checked).
+        unsafe { self.enqueue_raw_stream(stream.cu_stream(), after, sources, counts, offsets) }
+    }
+
+    /// [`BucketReadback::enqueue_raw`] on raw driver handles, as
+    /// [`ColumnReadback::enqueue_raw_stream`]: the path of the C API's `srb_enqueue_buckets`.
+    /// The stream is checked to belong to this readback's context, and every address to be
+    /// device memory of it.
+    ///
+    /// # Safety
+    /// As [`BucketReadback::enqueue_raw`] for the memory; `stream` (unless null) and `after`
+    /// are live handles, and `after` belongs to this readback's context.
+    pub unsafe fn enqueue_raw_stream(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+    ) -> Result<ColumnTicket> {
+        // SAFETY: per the contract; enqueue_buckets_raw checks the stream and every address.
         let lease = unsafe {
             self.engine
-                .enqueue_buckets_raw(stream.cu_stream(), after, sources, counts, offsets)?
+                .enqueue_buckets_raw(stream, after, sources, counts, offsets)?
         };
         let fill = Fill::Pack {
             kind: counts.kind(),
@@ -809,11 +846,6 @@ impl BucketReadback {
             self.engine.ticket(lease, fill),
             self.schema.clone(),
         ))
-    }
-
-    #[cfg(feature = "capi")]
-    pub(crate) fn engine(&self) -> &Arc<HostEngine> {
-        &self.engine
     }
 }
 

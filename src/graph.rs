@@ -126,6 +126,74 @@ impl Drop for Replay<'_> {
     }
 }
 
+/// A replay taken with [`GraphReadback::take`]. Like a [`Replay`] it holds its slot until
+/// dropped, but it holds its readback by `Arc` instead of borrowing it, so it can be kept where
+/// no borrow reaches: a binding's table of held replays, a Python object.
+#[derive(Debug)]
+pub struct OwnedReplay {
+    graph: Arc<GraphReadback>,
+    seq: u64,
+    rows: usize,
+}
+
+impl OwnedReplay {
+    /// The rows in the slot (the count; an overflowed append: the capacity).
+    pub fn count(&self) -> usize {
+        self.rows
+    }
+    /// The replay's sequence number (1, 2, 3, ...).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// The replay's columns, for as long as the replay is borrowed.
+    pub fn readout(&self) -> ColumnReadout<'_> {
+        ColumnReadout::new(
+            self.graph.engine.view(self.seq, self.rows),
+            &self.graph.schema,
+        )
+    }
+    /// For an overflowed append replay: brings back the rows that went to the device-side
+    /// spill region, as [`Replay::fetch_spill`].
+    pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
+        self.graph.fetch_spill(stream, self.seq)
+    }
+    /// [`OwnedReplay::fetch_spill`] on a raw driver stream (a `CUstream` made by other code;
+    /// null is the legacy default stream), checked to belong to the readback's context: the
+    /// path of the C API's `srb_fetch_spill`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle or null.
+    pub unsafe fn fetch_spill_raw_stream(&self, stream: CUstream) -> Result<Option<ColumnTicket>> {
+        // SAFETY: per the contract; then the stream is of this context.
+        unsafe {
+            self.graph.engine.slots().check_raw_stream(stream)?;
+            self.graph.fetch_spill_raw(stream, self.seq)
+        }
+    }
+}
+
+impl Drop for OwnedReplay {
+    fn drop(&mut self) {
+        self.graph.engine.release(self.seq);
+    }
+}
+
+/// What [`GraphReadback::take`] took: the next replay's number and outcome, and, while its
+/// slot holds rows, the replay itself.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Taken {
+    /// The replay's sequence number; after a timeout, the number waited for.
+    pub seq: u64,
+    /// Its count, or its error: [`Error::Timeout`] consumes nothing; every other error
+    /// ([`Error::Overrun`], the count's errors, [`Error::AppendOverflow`], [`Error::Cuda`])
+    /// consumes the replay, as [`GraphReadback::next`] does.
+    pub result: Result<usize>,
+    /// The replay, holding its slot until dropped: with a count, and after an
+    /// [`Error::AppendOverflow`] (its first `capacity` rows and its spill); else `None`.
+    pub replay: Option<OwnedReplay>,
+}
+
 impl GraphReadback {
     /// A graph readback of the columns of `schema`. `config.transport` must be
     /// [`crate::Transport::Mapped`] (the default) and `config.wait` not `Event`; the slot
@@ -136,13 +204,20 @@ impl GraphReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        schema.validate()?;
+        Self::check(schema, &config)?;
         Ok(GraphReadback {
             engine: DeviceEngine::new(ctx, &schema.elem_sizes(), &config)?,
             schema: Arc::new(schema.clone()),
             overflowed: Mutex::new(None),
             spill_fetch: OnceLock::new(),
         })
+    }
+
+    /// The checks [`GraphReadback::new`] makes before it touches the driver (the transport,
+    /// the wait mode, the spill region's size among them), as [`crate::ColumnReadback::check`].
+    pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
+        schema.validate()?;
+        DeviceEngine::check(&schema.elem_sizes(), config)
     }
 
     /// The columns.
@@ -270,6 +345,39 @@ impl GraphReadback {
         }
     }
 
+    /// Takes the next replay as [`GraphReadback::next_timeout`] does (`None`: no time limit;
+    /// `Some(Duration::ZERO)`: just look), reporting its sequence number with every outcome,
+    /// for bindings that address replays by number (the C API's `srb_next`). The replay comes
+    /// as an [`OwnedReplay`], which holds this readback by `Arc`.
+    ///
+    /// Returns `Ok(None)` when another thread was taking a replay for the whole timeout
+    /// (nothing consumed). Errors: [`Error::NothingRecorded`], at once and consuming nothing.
+    /// An append replay that a `next` call left for [`GraphReadback::overflowed`] is released
+    /// first, as by `next`.
+    pub fn take(self: &Arc<Self>, timeout: Option<Duration>) -> Result<Option<Taken>> {
+        self.release_overflowed();
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let (seq, result) = match self.engine.take(deadline)? {
+            Take::Busy => return Ok(None),
+            Take::Seq(seq, result) => (seq, result),
+        };
+        let capacity = self.capacity();
+        let held = match &result {
+            Ok((_, rows)) => Some(*rows),
+            Err(Error::AppendOverflow { .. }) => Some(capacity),
+            Err(_) => None,
+        };
+        Ok(Some(Taken {
+            seq,
+            result: result.map(|(_, rows)| rows),
+            replay: held.map(|rows| OwnedReplay {
+                graph: self.clone(),
+                seq,
+                rows,
+            }),
+        }))
+    }
+
     /// The append replay for which the last `next` (or `try_next`) returned
     /// [`Error::AppendOverflow`]: its first `capacity` rows, and its spill
     /// ([`Replay::fetch_spill`]). `None` if that call returned something else, or the replay
@@ -323,44 +431,9 @@ impl GraphReadback {
         }
     }
 
-    /// The C API's replay table: the view of held replay `seq`.
-    #[cfg(feature = "capi")]
-    pub(crate) fn held_view(&self, seq: u64) -> Option<SlotView<'_>> {
-        self.engine.held_view(seq)
-    }
-    /// The C API's take.
-    #[cfg(feature = "capi")]
-    pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<Take> {
-        self.engine.take(deadline)
-    }
-    /// The C API's spill fetch, on a raw stream checked to be of this context.
-    ///
-    /// # Safety
-    /// `stream` is a live stream handle.
-    #[cfg(feature = "capi")]
-    pub(crate) unsafe fn fetch_spill_unchecked_stream(
-        &self,
-        stream: CUstream,
-        seq: u64,
-    ) -> Result<Option<ColumnTicket>> {
-        // SAFETY: per the contract; then the stream is of this context.
-        unsafe {
-            self.engine.slots().check_raw_stream(stream)?;
-            self.fetch_spill_raw(stream, seq)
-        }
-    }
-    /// The C API's release. Returns false if `seq` was not held.
-    #[cfg(feature = "capi")]
-    pub(crate) fn release(&self, seq: u64) -> bool {
-        self.engine.release(seq)
-    }
-
-    /// Brings back held replay `seq`'s spilled rows, waiting for them.
-    pub(crate) fn fetch_spill(
-        &self,
-        stream: &CudaStream,
-        seq: u64,
-    ) -> Result<Option<ColumnTicket>> {
+    /// Brings back the spilled rows of replay `seq`, which the caller holds (a [`Replay`] or
+    /// an [`OwnedReplay`]), waiting for them.
+    fn fetch_spill(&self, stream: &CudaStream, seq: u64) -> Result<Option<ColumnTicket>> {
         self.engine.slots().check_stream(stream)?;
         // SAFETY: the stream is live and of this context (checked).
         unsafe { self.fetch_spill_raw(stream.cu_stream(), seq) }
@@ -370,20 +443,12 @@ impl GraphReadback {
     ///
     /// # Safety
     /// `stream` is a live stream of this readback's context.
-    pub(crate) unsafe fn fetch_spill_raw(
-        &self,
-        stream: CUstream,
-        seq: u64,
-    ) -> Result<Option<ColumnTicket>> {
+    unsafe fn fetch_spill_raw(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
         let slots = self.engine.slots();
         let Some((cols, count)) = self.engine.spill_sources(seq) else {
             return Ok(None);
         };
-        if self.engine.held_view(seq).is_none() {
-            return Err(Error::SchemaMismatch {
-                reason: format!("replay {seq} is not held"),
-            });
-        }
+        debug_assert!(self.engine.held_view(seq).is_some(), "the caller holds it");
         let fetch = match self.spill_fetch.get() {
             Some(f) => f.clone(),
             None => {
@@ -426,4 +491,5 @@ impl GraphReadback {
 const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<GraphReadback>();
+    send_sync::<OwnedReplay>();
 };

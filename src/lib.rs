@@ -79,7 +79,7 @@ pub use element::{CountKind, CountType, Element};
 pub use engine::layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
 pub use engine::{ColumnSource, RawCount};
 pub use error::{Error, Result};
-pub use graph::{GraphReadback, Replay};
+pub use graph::{GraphReadback, OwnedReplay, Replay, Taken};
 pub use kernel_image::{ImageKind, KernelImage, KERNEL_TARGETS};
 pub use raw::module::LaunchShape;
 pub use readback::{Readback, Readout, Ticket};

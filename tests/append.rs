@@ -211,7 +211,13 @@ fn roundtrip(
             // with nothing dropped they are all of it.
             let mut got = rows_of(&ticket.partial()?, sizes)?;
             ensure!(got.len() == cap, "{what}: {} rows in the slot", got.len());
-            match ticket.fetch_spill(&stream)? {
+            // The raw-stream fetch (the C API's) on the staged transport, cudarc's on mapped.
+            let fetched = match transport {
+                // SAFETY: a live stream of the readback's context.
+                Transport::Staged => unsafe { ticket.fetch_spill_raw_stream(stream.cu_stream())? },
+                _ => ticket.fetch_spill(&stream)?,
+            };
+            match fetched {
                 Some(t) => {
                     let s = t.wait()?;
                     ensure!(s.count() as u64 == spilled, "{what}: fetched {}", s.count());
@@ -721,11 +727,11 @@ fn graph_replay_overflow() -> Result<()> {
     let stream = ctx.new_stream()?;
     let k = kernel("srbt_append_u64")?;
     let cap = 1000usize;
-    let g = GraphReadback::new(
+    let g = Arc::new(GraphReadback::new(
         &ctx,
         &schema_of(&[8]),
         ReadbackConfig::new(cap).slots(2).spill(600),
-    )?;
+    )?);
     let desc = g.append_desc()?;
     let launch = Launch {
         kernel: &k,
@@ -766,6 +772,48 @@ fn graph_replay_overflow() -> Result<()> {
     launch.run(&stream, &desc)?;
     let rp = g.next_timeout(Duration::from_secs(10))?;
     ensure!(rows_of(&rp.readout(), &[8])? == expected_rows(10_000, 10, 10, &[8]));
+    drop(rp);
+    // The same through `take`, the bindings' path: the overflowed replay comes owned, with its
+    // number, and its spill is fetched on a raw stream.
+    let launch = Launch {
+        count: 1500,
+        seed: 11,
+        ..launch
+    };
+    launch.run(&stream, &desc)?;
+    let t = g
+        .take(Some(Duration::from_secs(10)))?
+        .context("one consumer: never busy")?;
+    ensure!(t.seq == 3, "seq {}", t.seq);
+    ensure!(
+        matches!(
+            t.result,
+            Err(Error::AppendOverflow {
+                count: 1500,
+                capacity: 1000,
+                spilled: 500,
+                dropped: 0,
+            })
+        ),
+        "taken overflow: {:?}",
+        t.result
+    );
+    let rp = t.replay.context("an overflowed replay stays held")?;
+    ensure!(
+        (rp.seq(), rp.count()) == (3, cap),
+        "{} {}",
+        rp.seq(),
+        rp.count()
+    );
+    let mut got = rows_of(&rp.readout(), &[8])?;
+    // SAFETY: a live stream of the readback's context.
+    let spill = unsafe { rp.fetch_spill_raw_stream(stream.cu_stream())? }.context("a spill")?;
+    got.extend(rows_of(&spill.wait()?, &[8])?);
+    got.sort_unstable();
+    ensure!(
+        got == expected_rows(10_000, 1500, 11, &[8]),
+        "owned replay: slot + spill rows differ"
+    );
     Ok(())
 }
 

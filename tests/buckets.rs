@@ -520,6 +520,45 @@ fn pack_bad_inputs() -> Result<()> {
             .collect();
         ensure!(&got == w, "safe bucket enqueue, bucket {bk}");
     }
+    // The raw-stream enqueue (the C API's srb_enqueue_buckets) of the same buffers.
+    {
+        use cudarc::driver::DevicePtr;
+        let (pa, _ga) = p.a.device_ptr(&stream);
+        let (pb, _gb) = p.b.device_ptr(&stream);
+        let (pc, _gc) = dc.device_ptr(&stream);
+        let (po, _go) = doff.device_ptr(&stream);
+        let sources = [
+            sized_readback::ColumnSource {
+                ptr: pa,
+                len: p.host_a.len(),
+            },
+            sized_readback::ColumnSource {
+                ptr: pb,
+                len: p.host_b.len(),
+            },
+        ];
+        // SAFETY: the buffers hold their lengths and live until the wait below returns;
+        // nothing writes them meanwhile; one live stream of the readback's context.
+        let t = unsafe {
+            rb2.enqueue_raw_stream(
+                stream.cu_stream(),
+                None,
+                &sources,
+                sized_readback::RawCount::u64(pc),
+                po,
+            )?
+        };
+        let out = t.wait()?;
+        for (bk, w) in partition_want(&p).iter().enumerate() {
+            let got: Vec<(u64, u32)> = out
+                .bucket_column(a, bk)
+                .iter()
+                .copied()
+                .zip(out.bucket_column(b, bk).iter().copied())
+                .collect();
+            ensure!(&got == w, "raw-stream bucket enqueue, bucket {bk}");
+        }
+    }
     // Configuration: buckets out of range.
     ensure!(matches!(
         BucketReadback::new(&ctx, &schema(), ReadbackConfig::new(8).buckets(0)),

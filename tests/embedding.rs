@@ -668,6 +668,109 @@ fn graph_misuse_is_reported_at_once() -> Result<()> {
     Ok(())
 }
 
+/// `take`, the by-number take of the bindings (the C API's `srb_next`): every replay comes
+/// with its number and outcome, count errors included; an owned replay keeps its slot and its
+/// rows after the loop that took it; a timeout reports the number waited for and consumes
+/// nothing; a consumer blocked in another thread makes a look return `None`.
+fn graph_take_numbers_every_outcome() -> Result<()> {
+    let ctx = ctx();
+    let k = StepKernels::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let cap = 300;
+    let b = StepBuffers::new(&ctx, cap)?;
+    let (schema, cols) = step_schema();
+    let g = Arc::new(GraphReadback::new(
+        &ctx,
+        &schema,
+        ReadbackConfig::new(cap).slots(8),
+    )?);
+    expect_err(
+        g.take(Some(Duration::from_secs(5))),
+        "take before a recording",
+        |e| matches!(e, Error::NothingRecorded),
+    )?;
+    // Eight packs, not captured, so each runs once: keys 1, 3, ..., 15 (key 7 holds a
+    // negative count, key 13 one over the capacity).
+    for _ in 0..8 {
+        k.step(&stream, &b, 1)?;
+        // SAFETY: the buffers outlive the synchronize below; one stream.
+        unsafe {
+            g.record(
+                &stream,
+                None,
+                &b.sources(),
+                sized_readback::RawCount::i32(b.count.ptr()),
+            )?
+        };
+        k.advance(&stream, &b)?;
+    }
+    let mut held = Vec::new();
+    for step in 0..8u64 {
+        let key = 2 * step + 1;
+        let t = g
+            .take(Some(Duration::from_secs(10)))?
+            .context("one consumer: never busy")?;
+        ensure!(t.seq == step + 1, "key {key}: seq {}", t.seq);
+        let readout = match (&t.result, &t.replay) {
+            (Ok(n), Some(r)) => {
+                ensure!(
+                    (r.seq(), r.count()) == (t.seq, *n),
+                    "key {key}: the replay says {} {}",
+                    r.seq(),
+                    r.count()
+                );
+                Ok(r.readout())
+            }
+            (Err(e), None) => Err(clone_err(e)),
+            (result, replay) => bail!("key {key}: {result:?} with replay {replay:?}"),
+        };
+        let errored = check_step(readout.as_ref().map_err(clone_err), cols, key, 1, cap)?;
+        ensure!(
+            errored == matches!(key, 7 | 13),
+            "key {key}: error {errored}"
+        );
+        held.extend(t.replay);
+    }
+    // The owned replays still hold their slots and rows.
+    ensure!(held.len() == 6, "{} replays held", held.len());
+    for r in &held {
+        check_step(Ok(&r.readout()), cols, 2 * r.seq() - 1, 1, cap)?;
+    }
+    drop(held);
+    stream.synchronize()?;
+    let t = g
+        .take(Some(Duration::from_millis(50)))?
+        .context("one consumer: never busy")?;
+    ensure!(
+        t.seq == 9 && matches!(t.result, Err(Error::Timeout { .. })) && t.replay.is_none(),
+        "timeout: seq {}, {:?}",
+        t.seq,
+        t.result
+    );
+    ensure!(g.next_seq() == 9, "a timeout consumed nothing");
+    std::thread::scope(|scope| -> Result<()> {
+        let blocked = scope.spawn(|| g.next_timeout(Duration::from_secs(2)).map(|r| r.seq()));
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        ensure!(
+            g.take(Some(Duration::ZERO))?.is_none(),
+            "a look while another thread takes"
+        );
+        ensure!(
+            t.elapsed() < Duration::from_millis(500),
+            "take(0) waited {:?} for the other consumer",
+            t.elapsed()
+        );
+        let r = blocked.join().expect("the blocked consumer panicked");
+        ensure!(
+            matches!(r, Err(Error::Timeout { .. })),
+            "blocked consumer: {r:?}"
+        );
+        Ok(())
+    })?;
+    Ok(())
+}
+
 fn main() {
     trials::run(
         &[
@@ -685,6 +788,10 @@ fn main() {
             (
                 "graph_misuse_is_reported_at_once",
                 graph_misuse_is_reported_at_once,
+            ),
+            (
+                "graph_take_numbers_every_outcome",
+                graph_take_numbers_every_outcome,
             ),
         ],
         &[],

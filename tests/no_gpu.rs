@@ -16,3 +16,82 @@ fn opening_a_device_never_panics() {
         Err(e) => assert!(matches!(e, Error::DriverNotFound), "{e}"),
     }
 }
+
+/// Each readback type's `check` refuses bad settings before any driver call, so a binding
+/// answers the same with or without a GPU; good settings pass.
+#[test]
+fn settings_are_checked_without_a_driver() {
+    use sized_readback::{
+        AppendReadback, BucketReadback, ColumnReadback, ColumnSchema, GraphReadback,
+        ReadbackConfig, Result, Transport, WaitMode,
+    };
+    let mut schema = ColumnSchema::new();
+    schema.column::<f64>();
+    schema.raw_column(4);
+    let good = ReadbackConfig::new(1024);
+    ColumnReadback::check(&schema, &good).unwrap();
+    BucketReadback::check(&schema, &good.clone().buckets(4)).unwrap();
+    AppendReadback::check(&schema, &good.clone().buckets(4).spill(0)).unwrap();
+    GraphReadback::check(&schema, &good).unwrap();
+    let refused = |r: Result<()>, what: &str, says: &str| match r {
+        Err(Error::InvalidConfig { reason }) => {
+            assert!(reason.contains(says), "{what}: {reason}")
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    let zero = ReadbackConfig::new(0);
+    refused(ColumnReadback::check(&schema, &zero), "pack", "capacity");
+    refused(
+        BucketReadback::check(&schema, &zero),
+        "bucket pack",
+        "capacity",
+    );
+    refused(AppendReadback::check(&schema, &zero), "append", "capacity");
+    refused(GraphReadback::check(&schema, &zero), "graph", "capacity");
+    refused(
+        ColumnReadback::check(&ColumnSchema::new(), &good),
+        "no columns",
+        "1 to 8 columns",
+    );
+    refused(
+        ColumnReadback::check(&schema, &good.clone().buckets(4)),
+        "buckets on a pack",
+        "BucketReadback",
+    );
+    refused(
+        BucketReadback::check(&schema, &good.clone().buckets(257)),
+        "257 buckets",
+        "1 to 256 buckets",
+    );
+    refused(
+        AppendReadback::check(&schema, &good.clone().spill(usize::MAX)),
+        "a spill that overflows",
+        "overflows",
+    );
+    refused(
+        ColumnReadback::check(&schema, &good.clone().slots(0)),
+        "no slots",
+        "at least 1 slot",
+    );
+    refused(
+        ColumnReadback::check(
+            &schema,
+            &good
+                .clone()
+                .transport(Transport::Staged)
+                .wait(WaitMode::Trailer),
+        ),
+        "staged trailer waits",
+        "mapped transport",
+    );
+    refused(
+        GraphReadback::check(&schema, &good.clone().transport(Transport::Staged)),
+        "a staged graph",
+        "mapped transport",
+    );
+    refused(
+        GraphReadback::check(&schema, &good.clone().programmatic_launch(true)),
+        "a programmatic graph",
+        "programmatic launch",
+    );
+}

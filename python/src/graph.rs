@@ -5,12 +5,12 @@ use crate::errors::{make, IntoPy};
 use crate::readback::{
     check_settings, column_bytes, deadline, describe_columns, inputs, open, slice_ran_out,
 };
-use crate::readout::{HeldReplay, HeldSlot, Holder, Readout};
+use crate::readout::{HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{CtxGuard, Shared};
 use pyo3::prelude::*;
 use srb::cudarc::driver::sys::CUstream;
-use srb::{ReadbackConfig, Transport};
+use srb::{OwnedReplay, ReadbackConfig, Taken, Transport};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -46,21 +46,15 @@ impl GraphReadback {
         })
     }
 
-    fn take(
-        &self,
-        py: Python<'_>,
-        g: &Arc<srb::GraphReadback>,
-        replay: srb::Replay<'_>,
-    ) -> PyResult<Py<Readout>> {
+    /// The readout of a replay just taken.
+    fn readout(&self, py: Python<'_>, replay: OwnedReplay) -> PyResult<Py<Readout>> {
         let r = replay.readout();
         let (count, seq, cols) = (r.count(), r.seq(), column_bytes(&r, self.specs.len()));
         drop(r);
-        // SAFETY: the replay borrows *g, which the HeldReplay keeps alive.
-        let held = unsafe { HeldReplay::new(replay, g.clone()) };
         Py::new(
             py,
             Readout::new(
-                HeldSlot::new(Holder::Replay(held)),
+                HeldSlot::new(Holder::Replay(replay)),
                 count,
                 seq,
                 cols,
@@ -68,6 +62,36 @@ impl GraphReadback {
                 self.columns,
             ),
         )
+    }
+
+    /// Takes the next replay, waiting at most `timeout` (without the GIL): `Ok(None)` when
+    /// it ran out (or another thread was taking one all that time), consuming nothing.
+    fn take(
+        &self,
+        py: Python<'_>,
+        g: &Arc<srb::GraphReadback>,
+        timeout: Duration,
+    ) -> PyResult<Option<OwnedReplay>> {
+        let gg = g.clone();
+        match py.detach(move || gg.take(Some(timeout))) {
+            Ok(None) => Ok(None),
+            Ok(Some(Taken {
+                result: Err(srb::Error::Timeout { .. }),
+                ..
+            })) => Ok(None),
+            Ok(Some(Taken { result: Err(e), .. })) => Err(crate::errors::to_py(py, e)),
+            Ok(Some(Taken {
+                replay: Some(replay),
+                ..
+            })) => Ok(Some(replay)),
+            Ok(Some(Taken { seq, .. })) => Err(make(
+                py,
+                "ReadbackError",
+                format!("replay {seq} was taken without its slot"),
+                &[],
+            )),
+            Err(e) => Err(crate::errors::to_py(py, e)),
+        }
     }
 }
 
@@ -151,35 +175,9 @@ impl GraphReadback {
                 Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
                 None => WAIT_SLICE,
             };
-            let gg = g.clone();
-            let n = self.specs.len();
-            let r = py.detach(move || match gg.next_timeout(slice) {
-                Ok(replay) => {
-                    let r = replay.readout();
-                    let facts = (r.count(), r.seq(), column_bytes(&r, n));
-                    drop(r);
-                    // SAFETY: the replay borrows *gg, which the HeldReplay keeps alive.
-                    let held = unsafe { HeldReplay::new(replay, gg.clone()) };
-                    Ok((facts, held))
-                }
-                Err(e) => Err(e),
-            });
-            match r {
-                Ok(((count, seq, cols), held)) => {
-                    return Py::new(
-                        py,
-                        Readout::new(
-                            HeldSlot::new(Holder::Replay(held)),
-                            count,
-                            seq,
-                            cols,
-                            self.specs.clone(),
-                            self.columns,
-                        ),
-                    );
-                }
-                Err(srb::Error::Timeout { .. }) => slice_ran_out(py, deadline, start)?,
-                Err(e) => return Err(crate::errors::to_py(py, e)),
+            match self.take(py, &g, slice)? {
+                Some(replay) => return self.readout(py, replay),
+                None => slice_ran_out(py, deadline, start)?,
             }
         }
     }
@@ -188,9 +186,8 @@ impl GraphReadback {
     fn try_next(&self, py: Python<'_>) -> PyResult<Option<Py<Readout>>> {
         let g = self.graph(py)?;
         let _restore = CtxGuard::save();
-        let next = g.try_next().py_err(py)?;
-        match next {
-            Some(replay) => self.take(py, &g, replay).map(Some),
+        match self.take(py, &g, Duration::ZERO)? {
+            Some(replay) => self.readout(py, replay).map(Some),
             None => Ok(None),
         }
     }

@@ -14,44 +14,15 @@ use pyo3::exceptions::{PyBufferError, PyIndexError, PyKeyError, PyTypeError, PyV
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use srb::{AppendTicket, ColumnTicket, GraphReadback, Replay};
-use std::mem::ManuallyDrop;
+use srb::{AppendTicket, ColumnTicket, OwnedReplay};
 use std::sync::{Arc, Mutex};
-
-/// A replay of a graph readback, with the readback it borrows.
-pub(crate) struct HeldReplay {
-    replay: ManuallyDrop<Replay<'static>>,
-    graph: Arc<GraphReadback>,
-}
-
-impl HeldReplay {
-    /// # Safety
-    /// `replay` borrows `*graph`.
-    pub(crate) unsafe fn new(replay: Replay<'_>, graph: Arc<GraphReadback>) -> Self {
-        // SAFETY: the replay borrows the GraphReadback behind the Arc, which this struct keeps
-        // alive (at a fixed address) until after the replay is dropped (Drop below).
-        let replay = unsafe { std::mem::transmute::<Replay<'_>, Replay<'static>>(replay) };
-        HeldReplay {
-            replay: ManuallyDrop::new(replay),
-            graph,
-        }
-    }
-}
-
-impl Drop for HeldReplay {
-    fn drop(&mut self) {
-        // SAFETY: dropped once, here, before `graph` (dropped after this body).
-        unsafe { ManuallyDrop::drop(&mut self.replay) };
-        let _ = &self.graph;
-    }
-}
 
 /// Whatever holds one slot (the fields are held only for their `Drop`).
 #[allow(dead_code)]
 pub(crate) enum Holder {
     Pack(ColumnTicket),
     Append(AppendTicket),
-    Replay(HeldReplay),
+    Replay(OwnedReplay),
     /// Host memory owned by Python objects (the no-GPU tests of readouts).
     Host(Vec<Py<PyAny>>),
 }

@@ -21,17 +21,12 @@
 //! (or kernels use `srb_append_desc_graph`'s descriptor), and `srb_next` returns the next
 //! replay's sequence number, which `srb_count`, `srb_data` and `srb_release` take.
 #![allow(non_camel_case_types)]
-use crate::append::{AppendReadback, AppendTicket};
-use crate::columns::{BucketReadback, ColumnReadback, ColumnSchema, ColumnTicket};
-use crate::config::{ReadbackConfig, Transport};
-use crate::element::CountKind;
-use crate::engine::device::Take;
-use crate::engine::layout::SlotLayout;
-use crate::engine::ticket::Fill;
-use crate::engine::{ColumnSource, RawCount, Sources};
-use crate::error::Error;
-use crate::graph::GraphReadback;
 use crate::raw::abi;
+use crate::{
+    AppendReadback, AppendTicket, BucketReadback, ColumnReadback, ColumnSchema, ColumnSource,
+    ColumnTicket, CountKind, Error, GraphReadback, OwnedReplay, RawCount, ReadbackConfig,
+    Transport, MAX_COLUMNS,
+};
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::ffi::{c_char, c_ulonglong, c_void};
@@ -171,40 +166,37 @@ pub struct srb_readback {
     inner: Inner,
 }
 
-/// One held host-sequenced readback.
+/// One readback the caller holds, by sequence number, until `srb_release`.
 enum Held {
     Pack(ColumnTicket),
     /// An append, and the fetch of its spill once asked for.
     Append(AppendTicket, Mutex<Option<Arc<ColumnTicket>>>),
+    /// A replay taken by `srb_next`, and the fetch of its spill once asked for.
+    Replay(Mutex<Option<Arc<ColumnTicket>>>, OwnedReplay),
 }
 
-/// The readback of each slot, until `srb_release`.
-type HeldSlots = Mutex<Vec<Option<Arc<Held>>>>;
-
-/// No slot held yet, of `slots`.
-fn held_slots(slots: usize) -> HeldSlots {
-    Mutex::new((0..slots).map(|_| None).collect())
-}
+/// The readbacks the caller holds. Host-sequenced: at most one per slot (a slot is not handed
+/// out again until released); graph: every replay taken and not released.
+type HeldTable = Mutex<Vec<Arc<Held>>>;
 
 enum Inner {
     Host {
         rb: ColumnReadback,
-        held: HeldSlots,
+        held: HeldTable,
     },
     Buckets {
         rb: BucketReadback,
-        held: HeldSlots,
+        held: HeldTable,
     },
     Append {
         rb: AppendReadback,
-        held: HeldSlots,
+        held: HeldTable,
         /// Appends begun and not ended (the caller keeps their streams alive meanwhile).
-        pending: Mutex<Vec<crate::append::PendingAppend<'static>>>,
+        pending: Mutex<Vec<crate::PendingAppend<'static>>>,
     },
     Graph {
-        g: Box<GraphReadback>,
-        /// Spill fetches of held overflowed replays.
-        spills: Mutex<Vec<(u64, Arc<ColumnTicket>)>>,
+        g: Arc<GraphReadback>,
+        held: HeldTable,
     },
 }
 
@@ -357,9 +349,12 @@ unsafe fn handle<'a>(rb: *const srb_readback) -> Result<&'a srb_readback, Failur
 
 /// `timeout_ns` from now; `None` (no limit) when negative or past what `Instant` can hold.
 fn deadline(timeout_ns: i64) -> Option<Instant> {
-    u64::try_from(timeout_ns)
-        .ok()
-        .and_then(|ns| Instant::now().checked_add(Duration::from_nanos(ns)))
+    timeout(timeout_ns).and_then(|t| Instant::now().checked_add(t))
+}
+
+/// `timeout_ns` as a duration; `None` (no limit) when negative.
+fn timeout(timeout_ns: i64) -> Option<Duration> {
+    u64::try_from(timeout_ns).ok().map(Duration::from_nanos)
 }
 
 fn stream_of(s: *mut CUstream_st) -> sys::CUstream {
@@ -368,6 +363,18 @@ fn stream_of(s: *mut CUstream_st) -> sys::CUstream {
 
 fn event_of(e: *mut CUevent_st) -> Option<sys::CUevent> {
     (!e.is_null()).then_some(e.cast())
+}
+
+/// The first `n` (at most [`MAX_COLUMNS`]) columns and lengths, without allocating.
+struct Sources {
+    cols: [ColumnSource; MAX_COLUMNS],
+    n: usize,
+}
+
+impl Sources {
+    fn as_slice(&self) -> &[ColumnSource] {
+        &self.cols[..self.n]
+    }
 }
 
 /// # Safety
@@ -380,6 +387,7 @@ unsafe fn sources(
     if columns.is_null() || lens.is_null() {
         return Err(invalid("the column or length array is null"));
     }
+    let n = n.min(MAX_COLUMNS);
     // SAFETY: per the contract.
     let (ptrs, lens) = unsafe {
         (
@@ -387,12 +395,11 @@ unsafe fn sources(
             std::slice::from_raw_parts(lens, n),
         )
     };
-    let cols: Vec<ColumnSource> = ptrs
-        .iter()
-        .zip(lens)
-        .map(|(&ptr, &len)| ColumnSource { ptr, len })
-        .collect();
-    Ok(Sources::new(&cols))
+    let mut cols = [ColumnSource::default(); MAX_COLUMNS];
+    for (c, (&ptr, &len)) in cols.iter_mut().zip(ptrs.iter().zip(lens)) {
+        *c = ColumnSource { ptr, len };
+    }
+    Ok(Sources { cols, n })
 }
 
 /// The schema and configuration `srb_create` asks for, checked without the driver: the
@@ -414,8 +421,6 @@ fn create_config(
     for &size in elem_sizes {
         schema.raw_column(size);
     }
-    schema.validate()?;
-    SlotLayout::new(capacity, &schema.elem_sizes())?.total_bytes(slots as usize)?;
     let transport = if flags & SRB_FLAG_STAGED != 0 {
         Transport::Staged
     } else {
@@ -424,6 +429,8 @@ fn create_config(
     let config = ReadbackConfig::new(capacity)
         .slots(slots as usize)
         .transport(transport);
+    // The pack's slots: what every create function's readback needs at least.
+    ColumnReadback::check(&schema, &config)?;
     Ok((schema, config))
 }
 
@@ -528,13 +535,14 @@ pub unsafe extern "C" fn srb_create(
         let ctx = crate::device::open(ordinal)?;
         let inner = if flags & SRB_FLAG_GRAPH != 0 {
             Inner::Graph {
-                g: Box::new(GraphReadback::new(&ctx, &schema, config.spill(0))?),
-                spills: Mutex::new(Vec::new()),
+                g: Arc::new(GraphReadback::new(&ctx, &schema, config.spill(0))?),
+                held: Mutex::default(),
             }
         } else {
-            let rb = ColumnReadback::new(&ctx, &schema, config)?;
-            let held = held_slots(rb.slots());
-            Inner::Host { rb, held }
+            Inner::Host {
+                rb: ColumnReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+            }
         };
         // SAFETY: per the contract.
         unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
@@ -578,23 +586,24 @@ pub unsafe extern "C" fn srb_create_append(
                 out,
             )?
         };
-        if spill > 0 {
-            SlotLayout::new(spill, &schema.elem_sizes())?.total_bytes(slots as usize)?;
-        }
         let config = config.spill(spill);
+        let graph = flags & SRB_FLAG_GRAPH != 0;
+        if graph {
+            GraphReadback::check(&schema, &config)?;
+        } else {
+            AppendReadback::check(&schema, &config)?;
+        }
         let ctx = crate::device::open(ordinal)?;
-        let inner = if flags & SRB_FLAG_GRAPH != 0 {
+        let inner = if graph {
             Inner::Graph {
-                g: Box::new(GraphReadback::new(&ctx, &schema, config)?),
-                spills: Mutex::new(Vec::new()),
+                g: Arc::new(GraphReadback::new(&ctx, &schema, config)?),
+                held: Mutex::default(),
             }
         } else {
-            let rb = AppendReadback::new(&ctx, &schema, config)?;
-            let held = held_slots(rb.slots());
             Inner::Append {
-                rb,
-                held,
-                pending: Mutex::new(Vec::new()),
+                rb: AppendReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+                pending: Mutex::default(),
             }
         };
         // SAFETY: per the contract.
@@ -645,33 +654,31 @@ pub unsafe extern "C" fn srb_create_buckets(
         if flags & SRB_FLAG_GRAPH != 0 {
             return Err(Error::config("bucketed readbacks are not recorded into graphs").into());
         }
-        let k = buckets as usize;
-        SlotLayout::with_buckets(capacity, &schema.elem_sizes(), k, true)?
-            .total_bytes(slots as usize)?;
-        if spill > 0 {
-            if flags & SRB_FLAG_APPEND == 0 {
+        let config = config.buckets(buckets as usize);
+        let append = flags & SRB_FLAG_APPEND != 0;
+        if append {
+            AppendReadback::check(&schema, &config.clone().spill(spill))?;
+        } else {
+            BucketReadback::check(&schema, &config)?;
+            if spill > 0 {
                 return Err(invalid(
                     "spill needs SRB_FLAG_APPEND: a bucket pack copies nothing past a bucket's \
                      capacity, so it has no spill region",
                 ));
             }
-            SlotLayout::with_buckets(spill, &schema.elem_sizes(), k, false)?
-                .total_bytes(slots as usize)?;
         }
-        let config = config.buckets(k);
         let ctx = crate::device::open(ordinal)?;
-        let inner = if flags & SRB_FLAG_APPEND != 0 {
-            let rb = AppendReadback::new(&ctx, &schema, config.spill(spill))?;
-            let held = held_slots(rb.slots());
+        let inner = if append {
             Inner::Append {
-                rb,
-                held,
-                pending: Mutex::new(Vec::new()),
+                rb: AppendReadback::new(&ctx, &schema, config.spill(spill))?,
+                held: Mutex::default(),
+                pending: Mutex::default(),
             }
         } else {
-            let rb = BucketReadback::new(&ctx, &schema, config)?;
-            let held = held_slots(rb.slots());
-            Inner::Buckets { rb, held }
+            Inner::Buckets {
+                rb: BucketReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+            }
         };
         // SAFETY: per the contract.
         unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
@@ -715,10 +722,9 @@ pub unsafe extern "C" fn srb_enqueue_buckets(
         let kind = parse_count_kind(count_kind)?;
         // SAFETY: per the contract.
         let src = unsafe { sources(columns, lens, rb.schema().len())? };
-        let engine = rb.engine();
         // SAFETY: per this function's contract; every address and the stream are checked.
-        let lease = unsafe {
-            engine.enqueue_buckets_raw(
+        let ticket = unsafe {
+            rb.enqueue_raw_stream(
                 stream_of(stream),
                 event_of(after),
                 src.as_slice(),
@@ -726,18 +732,8 @@ pub unsafe extern "C" fn srb_enqueue_buckets(
                 offsets,
             )?
         };
-        let ticket = ColumnTicket::from_core(
-            engine.ticket(
-                lease,
-                Fill::Pack {
-                    kind,
-                    lens: src.lens(),
-                },
-            ),
-            Arc::new(rb.schema().clone()),
-        );
-        let (seq, slot) = (ticket.seq(), ticket.slot());
-        lock(held)[slot] = Some(Arc::new(Held::Pack(ticket)));
+        let seq = ticket.seq();
+        lock(held).push(Arc::new(Held::Pack(ticket)));
         // SAFETY: per the contract.
         unsafe { *seq_out = seq };
         Ok(SRB_OK)
@@ -810,21 +806,13 @@ pub unsafe extern "C" fn srb_enqueue(
         let kind = parse_count_kind(count_kind)?;
         // SAFETY: per the contract.
         let src = unsafe { sources(columns, lens, rb.schema().len())? };
-        let engine = rb.engine();
         let count = RawCount::new(count, kind);
         // SAFETY: per this function's contract; every address and the stream are checked.
-        let lease = unsafe {
-            engine.enqueue_raw(stream_of(stream), event_of(after), src.as_slice(), count)?
+        let ticket = unsafe {
+            rb.enqueue_raw_stream(stream_of(stream), event_of(after), src.as_slice(), count)?
         };
-        let ticket = rb.ticket(engine.ticket(
-            lease,
-            Fill::Pack {
-                kind,
-                lens: src.lens(),
-            },
-        ));
-        let (seq, slot) = (ticket.seq(), ticket.slot());
-        lock(held)[slot] = Some(Arc::new(Held::Pack(ticket)));
+        let seq = ticket.seq();
+        lock(held).push(Arc::new(Held::Pack(ticket)));
         // SAFETY: per the contract.
         unsafe { *seq_out = seq };
         Ok(SRB_OK)
@@ -859,7 +847,7 @@ pub unsafe extern "C" fn srb_append_begin(
             return Err(invalid("desc_out or seq_out is null"));
         }
         // SAFETY: per the contract (the caller keeps the stream alive until srb_append_end).
-        let p = unsafe { rb.begin_unchecked_stream(stream_of(stream), event_of(after))? };
+        let p = unsafe { rb.begin_raw_stream(stream_of(stream), event_of(after))? };
         // SAFETY: per the contract.
         unsafe {
             *desc_out = *p.desc().raw();
@@ -902,8 +890,7 @@ pub unsafe extern "C" fn srb_append_end(
             return Ok(SRB_OK);
         }
         let ticket = p.launched()?;
-        let slot = ticket.slot();
-        lock(held)[slot] = Some(Arc::new(Held::Append(ticket, Mutex::new(None))));
+        lock(held).push(Arc::new(Held::Append(ticket, Mutex::new(None))));
         Ok(SRB_OK)
     })
 }
@@ -978,26 +965,38 @@ pub unsafe extern "C" fn srb_record(
     })
 }
 
-/// Host-sequenced mode: the held readback `seq`, cloned out of the table.
+/// The table of the readbacks `h`'s caller holds.
+fn table(h: &srb_readback) -> &HeldTable {
+    match &h.inner {
+        Inner::Host { held, .. }
+        | Inner::Append { held, .. }
+        | Inner::Buckets { held, .. }
+        | Inner::Graph { held, .. } => held,
+    }
+}
+
+/// The held readback (or replay) `seq`, cloned out of the table.
 fn held_of(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
-    let table = match &h.inner {
-        Inner::Host { held, .. } | Inner::Append { held, .. } | Inner::Buckets { held, .. } => held,
-        Inner::Graph { .. } => {
-            return Err(invalid(
-                "a graph readback is consumed with srb_next, not by waiting on a number",
-            ))
-        }
-    };
-    lock(table)
+    lock(table(h))
         .iter()
-        .flatten()
         .find(|t| t.seq() == seq)
         .cloned()
-        .ok_or_else(|| {
-            invalid(format!(
+        .ok_or_else(|| match &h.inner {
+            Inner::Graph { .. } => invalid(format!("replay {seq} is not held")),
+            _ => invalid(format!(
                 "no readback {seq} is held (released, or never enqueued)"
-            ))
+            )),
         })
+}
+
+/// Host-sequenced mode: the held readback `seq`, for the calls that wait on a number.
+fn waitable(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
+    if let Inner::Graph { .. } = h.inner {
+        return Err(invalid(
+            "a graph readback is consumed with srb_next, not by waiting on a number",
+        ));
+    }
+    held_of(h, seq)
 }
 
 impl Held {
@@ -1005,6 +1004,7 @@ impl Held {
         match self {
             Held::Pack(t) => t.seq(),
             Held::Append(t, _) => t.seq(),
+            Held::Replay(_, r) => r.seq(),
         }
     }
     /// Whether complete; its count (rows in the slot) or error.
@@ -1012,12 +1012,14 @@ impl Held {
         match self {
             Held::Pack(t) => Ok(t.try_wait()?.map(|r| r.count())),
             Held::Append(t, _) => Ok(t.try_wait()?.map(|r| r.count())),
+            Held::Replay(_, r) => Ok(Some(r.count())),
         }
     }
     /// Rows in the slot over every bucket, once complete.
     fn rows(&self) -> crate::Result<usize> {
         let rows = |r: crate::ColumnReadout<'_>| r.count();
         match self {
+            Held::Replay(_, r) => Ok(r.count()),
             Held::Pack(t) => Ok(t.try_wait()?.map(rows).unwrap_or(0)),
             Held::Append(t, _) => match t.try_wait() {
                 Ok(r) => Ok(r.map(rows).unwrap_or(0)),
@@ -1035,6 +1037,7 @@ impl Held {
             (Held::Pack(t), Some(d)) => t.wait_timeout(d).map(|r| r.count()),
             (Held::Append(t, _), None) => t.wait().map(|r| r.count()),
             (Held::Append(t, _), Some(d)) => t.wait_timeout(d).map(|r| r.count()),
+            (Held::Replay(_, r), _) => Ok(r.count()),
         }
     }
     /// The address of `column`'s rows of bucket `bucket` once complete (an overflowed append:
@@ -1046,6 +1049,7 @@ impl Held {
                 .map(|b| (b.as_ptr(), n))
         };
         match self {
+            Held::Replay(_, r) => bytes(r.readout()).map(Some),
             Held::Pack(t) => t.try_wait()?.map(bytes).transpose(),
             Held::Append(t, _) => match t.try_wait() {
                 Ok(None) => Ok(None),
@@ -1068,7 +1072,7 @@ impl Held {
 pub unsafe extern "C" fn srb_poll(rb: *const srb_readback, seq: u64) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let t = held_of(unsafe { handle(rb)? }, seq)?;
+        let t = waitable(unsafe { handle(rb)? }, seq)?;
         Ok(if t.poll()?.is_some() {
             SRB_OK
         } else {
@@ -1104,7 +1108,7 @@ pub unsafe extern "C" fn srb_wait(
 ) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let t = held_of(unsafe { handle(rb)? }, seq)?;
+        let t = waitable(unsafe { handle(rb)? }, seq)?;
         let result =
             t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
         let n = match &result {
@@ -1142,28 +1146,29 @@ pub unsafe extern "C" fn srb_next(
 ) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        let Inner::Graph { g, .. } = &unsafe { handle(rb)? }.inner else {
+        let Inner::Graph { g, held } = &unsafe { handle(rb)? }.inner else {
             return Err(invalid(
                 "srb_next needs a readback created with SRB_FLAG_GRAPH",
             ));
         };
         // The number comes from the take itself, under its lock: another thread's call
         // cannot slip in between.
-        let (seq, result) = match g.take(deadline(timeout_ns))? {
-            Take::Busy => {
-                return Err(Failure {
-                    code: SRB_NOT_READY,
-                    message: "another thread is taking a replay; nothing was consumed".into(),
-                })
-            }
-            Take::Seq(seq, result) => (seq, result),
+        let Some(taken) = g.take(timeout(timeout_ns))? else {
+            return Err(Failure {
+                code: SRB_NOT_READY,
+                message: "another thread is taking a replay; nothing was consumed".into(),
+            });
         };
+        let (seq, result) = (taken.seq, taken.result);
+        if let Some(replay) = taken.replay {
+            lock(held).push(Arc::new(Held::Replay(Mutex::new(None), replay)));
+        }
         if !seq_out.is_null() {
             // SAFETY: per the contract.
             unsafe { *seq_out = seq };
         }
         let n = match &result {
-            Ok((_, n)) => Some(*n as u64),
+            Ok(n) => Some(*n as u64),
             Err(e) => count_of_error(e),
         };
         if let (Some(n), false) = (n, count_out.is_null()) {
@@ -1188,16 +1193,11 @@ pub unsafe extern "C" fn srb_count(rb: *const srb_readback, seq: u64, count_out:
         }
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
-        let n = match &h.inner {
-            Inner::Graph { g, .. } => g
-                .held_view(seq)
-                .ok_or_else(|| invalid(format!("replay {seq} is not held")))?
-                .rows(),
-            _ => match held_of(h, seq)?.data(0, 0)? {
-                // The total over the buckets (each bucket's rows: srb_bucket_data).
-                Some(_) => held_of(h, seq)?.rows()?,
-                None => return Ok(SRB_NOT_READY),
-            },
+        let t = held_of(h, seq)?;
+        let n = match t.data(0, 0)? {
+            // The total over the buckets (each bucket's rows: srb_bucket_data).
+            Some(_) => t.rows()?,
+            None => return Ok(SRB_NOT_READY),
         };
         // SAFETY: per the contract.
         unsafe { *count_out = n as u64 };
@@ -1217,29 +1217,18 @@ pub unsafe extern "C" fn srb_data(rb: *const srb_readback, seq: u64, column: u32
     guard_ptr(|| {
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
-        let no_column = || invalid(format!("column {column} does not exist"));
-        let bytes_ptr = match &h.inner {
-            Inner::Graph { g, .. } => g
-                .held_view(seq)
-                .ok_or_else(|| invalid(format!("replay {seq} is not held")))?
-                .column_bytes(column as usize)
-                .ok_or_else(no_column)?
-                .as_ptr(),
-            _ => {
-                let t = held_of(h, seq)?;
-                if column as usize >= schema_len(h) {
-                    return Err(no_column());
-                }
-                // SAFETY: h is a live handle.
-                let k = unsafe { srb_buckets(h) };
-                if k > 1 {
-                    return Err(invalid(format!(
-                        "the readback has {k} buckets: read each with srb_bucket_data"
-                    )));
-                }
-                t.data(column as usize, 0)?.ok_or_else(|| in_flight(seq))?.0
-            }
-        };
+        let t = held_of(h, seq)?;
+        if column as usize >= schema_len(h) {
+            return Err(invalid(format!("column {column} does not exist")));
+        }
+        // SAFETY: h is a live handle.
+        let k = unsafe { srb_buckets(h) };
+        if k > 1 {
+            return Err(invalid(format!(
+                "the readback has {k} buckets: read each with srb_bucket_data"
+            )));
+        }
+        let bytes_ptr = t.data(column as usize, 0)?.ok_or_else(|| in_flight(seq))?.0;
         Ok(bytes_ptr.cast())
     })
 }
@@ -1263,23 +1252,20 @@ pub unsafe extern "C" fn srb_bucket_data(
     guard_ptr(|| {
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
-        let (p, n) = match &h.inner {
-            Inner::Graph { g, .. } => {
-                let v = g
-                    .held_view(seq)
-                    .ok_or_else(|| invalid(format!("replay {seq} is not held")))?;
-                let n = v
-                    .bucket_rows(bucket as usize)
-                    .ok_or_else(|| invalid(format!("bucket {bucket} does not exist")))?;
-                let b = v
-                    .bucket_bytes(column as usize, bucket as usize)
-                    .ok_or_else(|| invalid(format!("column {column} does not exist")))?;
-                (b.as_ptr(), n)
+        let t = held_of(h, seq)?;
+        if let Held::Replay(_, r) = &*t {
+            // A graph readback has one bucket, and says so for every other index or column.
+            let readout = r.readout();
+            if readout.bucket_count(bucket as usize).is_none() {
+                return Err(invalid(format!("bucket {bucket} does not exist")));
             }
-            _ => held_of(h, seq)?
-                .data(column as usize, bucket as usize)?
-                .ok_or_else(|| in_flight(seq))?,
-        };
+            if column as usize >= schema_len(h) {
+                return Err(invalid(format!("column {column} does not exist")));
+            }
+        }
+        let (p, n) = t
+            .data(column as usize, bucket as usize)?
+            .ok_or_else(|| in_flight(seq))?;
         if !count_out.is_null() {
             // SAFETY: per the contract.
             unsafe { *count_out = n as u64 };
@@ -1318,30 +1304,25 @@ pub unsafe extern "C" fn srb_fetch_spill(
         }
         // SAFETY: per the contract.
         let h = unsafe { handle(rb)? };
-        let fetched: Option<Arc<ColumnTicket>> = match &h.inner {
-            Inner::Graph { g, spills } => {
-                // SAFETY: a live stream, per the contract (checked to be of the context).
-                let t = unsafe { g.fetch_spill_unchecked_stream(stream_of(stream), seq)? }
-                    .map(Arc::new);
-                if let Some(t) = &t {
-                    lock(spills).push((seq, t.clone()));
-                }
-                t
-            }
-            Inner::Append { .. } => {
-                let held = held_of(h, seq)?;
-                let Held::Append(t, spill) = &*held else {
-                    return Err(invalid("srb_fetch_spill needs an append readback"));
-                };
-                // SAFETY: as above.
-                let f = unsafe { t.fetch_spill_raw(stream_of(stream))? }.map(Arc::new);
-                *lock(spill) = f.clone();
-                f
-            }
-            Inner::Host { .. } | Inner::Buckets { .. } => {
-                return Err(invalid("srb_fetch_spill needs an append readback"))
-            }
+        if let Inner::Host { .. } | Inner::Buckets { .. } = h.inner {
+            return Err(invalid("srb_fetch_spill needs an append readback"));
+        }
+        let held = held_of(h, seq)?;
+        let (fetched, spill) = match &*held {
+            // SAFETY: a live stream, per the contract (checked to be of the context).
+            Held::Replay(spill, r) => (
+                unsafe { r.fetch_spill_raw_stream(stream_of(stream))? },
+                spill,
+            ),
+            // SAFETY: as above.
+            Held::Append(t, spill) => (
+                unsafe { t.fetch_spill_raw_stream(stream_of(stream))? },
+                spill,
+            ),
+            Held::Pack(_) => return Err(invalid("srb_fetch_spill needs an append readback")),
         };
+        let fetched = fetched.map(Arc::new);
+        *lock(spill) = fetched.clone();
         let n = match &fetched {
             None => 0,
             Some(t) => match deadline(timeout_ns) {
@@ -1417,15 +1398,9 @@ pub unsafe extern "C" fn srb_spill_bucket_data(
 unsafe fn fetched_spill(rb: *const srb_readback, seq: u64) -> Result<Arc<ColumnTicket>, Failure> {
     // SAFETY: per the contract.
     let h = unsafe { handle(rb)? };
-    let ticket = match &h.inner {
-        Inner::Graph { spills, .. } => lock(spills)
-            .iter()
-            .find(|(s, _)| *s == seq)
-            .map(|(_, t)| t.clone()),
-        _ => match &*held_of(h, seq)? {
-            Held::Append(_, spill) => lock(spill).clone(),
-            Held::Pack(_) => None,
-        },
+    let ticket = match &*held_of(h, seq)? {
+        Held::Append(_, spill) | Held::Replay(spill, _) => lock(spill).clone(),
+        Held::Pack(_) => None,
     };
     ticket.ok_or_else(|| invalid(format!("no spill of {seq} was fetched")))
 }
@@ -1439,22 +1414,19 @@ unsafe fn fetched_spill(rb: *const srb_readback, seq: u64) -> Result<Arc<ColumnT
 pub unsafe extern "C" fn srb_release(rb: *const srb_readback, seq: u64) -> i32 {
     guard(|| {
         // SAFETY: per the contract.
-        match &unsafe { handle(rb)? }.inner {
-            Inner::Graph { g, spills } => {
-                lock(spills).retain(|(s, _)| *s != seq);
-                if !g.release(seq) {
-                    return Err(invalid(format!("replay {seq} is not held")));
-                }
-            }
-            Inner::Host { held, .. } | Inner::Append { held, .. } | Inner::Buckets { held, .. } => {
-                let mut table = lock(held);
-                let entry = table
-                    .iter_mut()
-                    .find(|t| t.as_ref().is_some_and(|t| t.seq() == seq))
-                    .ok_or_else(|| invalid(format!("no readback {seq} is held")))?;
-                *entry = None;
-            }
-        }
+        let h = unsafe { handle(rb)? };
+        let released = {
+            let mut table = lock(table(h));
+            let at = table.iter().position(|t| t.seq() == seq).ok_or_else(|| {
+                invalid(match h.inner {
+                    Inner::Graph { .. } => format!("replay {seq} is not held"),
+                    _ => format!("no readback {seq} is held"),
+                })
+            })?;
+            table.swap_remove(at)
+        };
+        // Outside the table's lock: the last hold of a replay or ticket gives its slot back.
+        drop(released);
         Ok(SRB_OK)
     })
 }

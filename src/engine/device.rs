@@ -81,14 +81,13 @@ impl DeviceEngine {
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
     ) -> Result<Self> {
+        let spill_plan = Self::spill_plan(elem_sizes, cfg)?;
         let slots = Slots::new(ctx, elem_sizes, cfg, true, false)?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
-        let spill = match cfg.spill_rows() {
-            0 => None,
-            rows => {
-                let layout = SlotLayout::new(rows, elem_sizes)?;
-                let bytes = layout.total_bytes(cfg.slots)?;
+        let spill = match spill_plan {
+            None => None,
+            Some((rows, layout, bytes)) => {
                 Some((rows, DeviceBuffer::new_zeroed(ctx, bytes)?, layout))
             }
         };
@@ -105,6 +104,29 @@ impl DeviceEngine {
             cursor: AtomicU64::new(1),
             recording: Mutex::new(None),
         })
+    }
+
+    /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
+    /// and those of the spill region.
+    pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
+        Slots::plan(elem_sizes, cfg, true, false)?;
+        Self::spill_plan(elem_sizes, cfg)?;
+        Ok(())
+    }
+
+    /// The spill region of append recordings: rows per slot, layout and bytes (`None`: none).
+    fn spill_plan(
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+    ) -> Result<Option<(usize, SlotLayout, usize)>> {
+        match cfg.spill_rows() {
+            0 => Ok(None),
+            rows => {
+                let layout = SlotLayout::new(rows, elem_sizes)?;
+                let bytes = layout.total_bytes(cfg.slots)?;
+                Ok(Some((rows, layout, bytes)))
+            }
+        }
     }
 
     pub(crate) fn slots(&self) -> &Slots {
@@ -344,7 +366,12 @@ impl DeviceEngine {
     /// The view of held replay `seq`; `None` if it is not held.
     pub(crate) fn held_view(&self, seq: u64) -> Option<SlotView<'_>> {
         let rows = lock(&self.held).get(&seq).copied()?;
-        Some(SlotView::new(&self.slots, self.slot_of(seq), rows, seq))
+        Some(self.view(seq, rows))
+    }
+
+    /// The view of replay `seq` with `rows` rows, which the caller holds.
+    pub(crate) fn view(&self, seq: u64, rows: usize) -> SlotView<'_> {
+        SlotView::new(&self.slots, self.slot_of(seq), rows, seq)
     }
 
     /// Every number below the oldest held replay (or below the cursor, if none is held) has

@@ -1,6 +1,7 @@
 //! Host-sequenced readbacks: the host picks each readback's slot and sequence number from a
 //! ring, records one event per slot after the readback, and hands out a ticket that holds the
 //! slot. The enqueue path is in `enqueue.rs`, the wait path in `wait.rs`.
+use super::layout::SlotLayout;
 use super::ring::{Lease, Ring};
 use super::Slots;
 use crate::config::ReadbackConfig;
@@ -31,7 +32,7 @@ pub(super) struct SlotState {
 pub(crate) struct Spill {
     pub(super) rows: usize,
     pub(super) buffer: DeviceBuffer,
-    pub(super) layout: super::layout::SlotLayout,
+    pub(super) layout: SlotLayout,
     /// The readback that brings spilled rows back (created on first use): a pack (bucketed: a
     /// bucket pack) from the spill region, `rows` rows per slot (per bucket).
     pub(super) fetch: OnceLock<Arc<HostEngine>>,
@@ -78,13 +79,12 @@ impl HostEngine {
         filled: Filled,
     ) -> Result<Arc<Self>> {
         let append = filled == Filled::Append;
+        let spill_plan = Self::spill_plan(elem_sizes, cfg, filled)?;
         let slots = Slots::new(ctx, elem_sizes, cfg, false, filled == Filled::BucketPack)?;
         let k = cfg.buckets;
-        let spill = match (append, cfg.spill_rows()) {
-            (false, _) | (true, 0) => None,
-            (true, rows) => {
-                let layout = super::layout::SlotLayout::with_buckets(rows, elem_sizes, k, false)?;
-                let bytes = layout.total_bytes(cfg.slots)?;
+        let spill = match spill_plan {
+            None => None,
+            Some((rows, layout, bytes)) => {
                 let offsets = if k > 1 {
                     let buf = DeviceBuffer::new_zeroed(ctx, 8 * k)?;
                     let words: Vec<u8> = (0..k as u64)
@@ -133,6 +133,31 @@ impl HostEngine {
             spill,
             bucket_counts,
         }))
+    }
+
+    /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
+    /// and those of the spill region.
+    pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig, filled: Filled) -> Result<()> {
+        Slots::plan(elem_sizes, cfg, false, filled == Filled::BucketPack)?;
+        Self::spill_plan(elem_sizes, cfg, filled)?;
+        Ok(())
+    }
+
+    /// An append readback's spill region: its rows per slot (per bucket), layout and bytes;
+    /// `None` for other readbacks and for a spill of 0 rows.
+    fn spill_plan(
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        filled: Filled,
+    ) -> Result<Option<(usize, SlotLayout, usize)>> {
+        match (filled, cfg.spill_rows()) {
+            (Filled::Append, rows) if rows > 0 => {
+                let layout = SlotLayout::with_buckets(rows, elem_sizes, cfg.buckets, false)?;
+                let bytes = layout.total_bytes(cfg.slots)?;
+                Ok(Some((rows, layout, bytes)))
+            }
+            _ => Ok(None),
+        }
     }
 
     pub(crate) fn slots(&self) -> &Slots {

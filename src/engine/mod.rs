@@ -172,38 +172,8 @@ impl Slots {
         device_sequenced: bool,
         table: bool,
     ) -> Result<Self> {
-        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
-        let total = layout.total_bytes(cfg.slots)?;
-        if device_sequenced && cfg.buckets > 1 {
-            return Err(Error::config(
-                "graph readbacks have one bucket: use a ticket-based bucketed readback",
-            ));
-        }
-        if cfg.slots > u32::MAX as usize {
-            return Err(Error::config(format!(
-                "at most {} slots, not {}",
-                u32::MAX,
-                cfg.slots
-            )));
-        }
+        let (layout, total) = Self::plan(elem_sizes, cfg, device_sequenced, table)?;
         let mapped = cfg.transport == Transport::Mapped;
-        if !mapped && cfg.wait == WaitMode::Trailer {
-            return Err(Error::config(
-                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
-                 guaranteed byte order, so only its event says it is complete",
-            ));
-        }
-        if device_sequenced && !mapped {
-            return Err(Error::config(
-                "graph replay needs the mapped transport: the slot is chosen on the device, so \
-                 a staged copy's host-side parameters cannot follow it",
-            ));
-        }
-        if device_sequenced && cfg.wait == WaitMode::Event {
-            return Err(Error::config(
-                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
-            ));
-        }
         driver::ensure_driver()?;
         driver::bind(ctx)?;
         let module = Module::library(ctx)?;
@@ -224,15 +194,10 @@ impl Slots {
         // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
         // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200 as
         // compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which. A
-        // device-sequenced pack never uses it: one pack's counter store must be visible to the
-        // next pack's load, which only a full kernel boundary guarantees.
+        // device-sequenced pack never uses it (`plan` refuses it).
         let pack_waits = pack.ptx_version()? >= 90;
         let programmatic =
             match cfg.programmatic_launch {
-                Some(true) if device_sequenced => return Err(Error::config(
-                    "programmatic launch is not available for graph readbacks: consecutive packs \
-                     must not overlap",
-                )),
                 Some(true) if !pack_waits => return Err(Error::config(
                     "programmatic launch needs the pack kernel compiled for compute_90 or newer \
                      (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
@@ -277,6 +242,58 @@ impl Slots {
             shape,
             config: cfg.clone(),
         })
+    }
+
+    /// What [`Slots::new`] checks before it touches the driver: the layout and the total size
+    /// of the slots, and the settings that do not go together. Returns the layout and the
+    /// bytes of every slot.
+    pub(crate) fn plan(
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        device_sequenced: bool,
+        table: bool,
+    ) -> Result<(SlotLayout, usize)> {
+        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
+        let total = layout.total_bytes(cfg.slots)?;
+        if device_sequenced && cfg.buckets > 1 {
+            return Err(Error::config(
+                "graph readbacks have one bucket: use a ticket-based bucketed readback",
+            ));
+        }
+        if cfg.slots > u32::MAX as usize {
+            return Err(Error::config(format!(
+                "at most {} slots, not {}",
+                u32::MAX,
+                cfg.slots
+            )));
+        }
+        let mapped = cfg.transport == Transport::Mapped;
+        if !mapped && cfg.wait == WaitMode::Trailer {
+            return Err(Error::config(
+                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
+                 guaranteed byte order, so only its event says it is complete",
+            ));
+        }
+        if device_sequenced && !mapped {
+            return Err(Error::config(
+                "graph replay needs the mapped transport: the slot is chosen on the device, so \
+                 a staged copy's host-side parameters cannot follow it",
+            ));
+        }
+        if device_sequenced && cfg.wait == WaitMode::Event {
+            return Err(Error::config(
+                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
+            ));
+        }
+        if device_sequenced && cfg.programmatic_launch == Some(true) {
+            // One pack's counter store must be visible to the next pack's load, which only a
+            // full kernel boundary guarantees.
+            return Err(Error::config(
+                "programmatic launch is not available for graph readbacks: consecutive packs \
+                 must not overlap",
+            ));
+        }
+        Ok((layout, total))
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {

@@ -232,7 +232,6 @@ impl TicketCore {
     ///
     /// # Safety
     /// `stream` is a live stream handle (or null).
-    #[cfg(feature = "capi")]
     pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
         // SAFETY: per the contract.
         unsafe { self.engine.slots().check_raw_stream(stream) }
