@@ -5,7 +5,7 @@
 // kernel's own "in kernel:" lines.
 //
 // Build (on a machine with nvcc; the static library is built by
-// `cargo build --release -p sized-readback-capi`):
+// `cargo build --release -p sized-readback-clib`):
 //
 //   nvcc -O2 -std=c++17 -o seed_capi examples/seed_capi.cu -Icapi/include -Iinclude \
 //        target/release/libsized_readback.a -lpthread -ldl -lm -lrt

@@ -46,7 +46,7 @@ while read -r name exe; do
 done <<<"$list"
 # trybuild's compile-fail tests need cargo: they run here and in CI, not on the GPU host.
 rm -f .gpu/bin/test-compile_fail
-cargo build --release --locked -p sized-readback-harness -p sized-readback-capi -p sized-readback-seed
+cargo build --release --locked -p sized-readback-harness -p sized-readback-clib -p sized-readback-seed
 cp "$target/release/compare" .gpu/bin/example-compare
 cp "$target/release/seed_pipeline" .gpu/bin/example-seed_pipeline
 cp "$target/release/libsized_readback.a" .gpu-capi/

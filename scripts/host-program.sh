@@ -17,7 +17,7 @@ srb_capi_lib() {
   [ -f "$lib" ] && return 0
   [ "$dir" = "$root/target/release" ] || { echo "$name: no libsized_readback.a in $dir" >&2; return 1; }
   command -v cargo >/dev/null || { echo "$name: $lib is missing and there is no cargo" >&2; return 1; }
-  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
+  (cd "$root" && cargo build --release --locked -p sized-readback-clib)
 }
 
 # srb_run_seed NAME EXE: runs a port of the seed and compares what it prints (less the kernel's

@@ -5,7 +5,7 @@
 #   lib/cmake/sized_readback/ (find_package(sized_readback 0.1 CONFIG), relocatable)
 #   lib/pkgconfig/sized_readback.pc (shared), sized_readback-static.pc (static; relocatable)
 #   share/sized_readback/fortran/sized_readback.f90 (the Fortran module's source)
-# It builds the libraries with `cargo build --release -p sized-readback-capi` (set SRB_LIBDIR to a
+# It builds the libraries with `cargo build --release -p sized-readback-clib` (set SRB_LIBDIR to a
 # directory that holds built ones to skip that) and installs with CMake's package helpers
 # (capi/CMakeLists.txt; CMake >= 3.20).
 set -euo pipefail
@@ -18,7 +18,7 @@ prefix="$(cd "$1" && pwd)"
 command -v cmake >/dev/null || { echo "install-capi: cmake (>= 3.20) is needed: apt-get install cmake" >&2; exit 1; }
 libdir="${SRB_LIBDIR:-}"
 if [ -z "$libdir" ]; then
-  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
+  (cd "$root" && cargo build --release --locked -p sized-readback-clib)
   libdir="${CARGO_TARGET_DIR:-$root/target}/release"
 fi
 build="$(mktemp -d)"

@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 libdir="${SRB_LIBDIR:-}"
 if [ -z "$libdir" ]; then
-  (cd "$root" && cargo build --release --locked -p sized-readback-capi)
+  (cd "$root" && cargo build --release --locked -p sized-readback-clib)
   libdir="${CARGO_TARGET_DIR:-$root/target}/release"
 fi
 work="$(mktemp -d)"

@@ -44,7 +44,7 @@ cargo xtask user-kernel
 # The C API's packages (CMake, pkg-config, plain cc) from an installed, then moved, prefix; the
 # host programs on the C API (the seed's C++ port, the MPI mini-app). One release build of the
 # C library serves both.
-cargo build --release --locked -p sized-readback-capi
+cargo build --release --locked -p sized-readback-clib
 export SRB_LIBDIR="${CARGO_TARGET_DIR:-$PWD/target}/release"
 bash scripts/test-packages.sh
 bash scripts/test-host-programs.sh

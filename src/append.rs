@@ -134,7 +134,7 @@ pub const INCLUDE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
 /// readback; valid for the one grid it is handed to.
 #[derive(Debug, Clone, Copy)]
 #[repr(transparent)]
-pub struct AppendDesc(abi::srb_append_desc);
+pub struct AppendDesc(pub(crate) abi::srb_append_desc);
 
 // SAFETY: repr(transparent) over srb_append_desc, a repr(C) struct of integers that the
 // kernel's header declares with the same layout (bindgen's layout tests check it).
@@ -148,10 +148,6 @@ impl AppendDesc {
     /// for graph replay).
     pub fn seq(&self) -> u64 {
         self.0.seq
-    }
-    #[cfg(feature = "capi")]
-    pub(crate) fn raw(&self) -> &abi::srb_append_desc {
-        &self.0
     }
     /// Its bytes, as the kernel parameter (for C launches through `cuLaunchKernel`).
     pub fn as_bytes(&self) -> &[u8] {

@@ -6,7 +6,9 @@ use std::time::Duration;
 ///
 /// Each variant is one kind of failure; the C API gives each its own `SRB_ERR_*` code.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
+// The C API crate matches it exhaustively (feature `__internal-api`), so that a new kind gets
+// its own C code rather than falling into a generic one.
+#[cfg_attr(not(feature = "__internal-api"), non_exhaustive)]
 pub enum Error {
     /// The CUDA driver library (`libcuda.so`, `nvcuda.dll`) could not be loaded.
     #[error("the CUDA driver library (libcuda) was not found: install an NVIDIA driver")]

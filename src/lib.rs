@@ -60,9 +60,10 @@ mod kernel_image;
 mod raw;
 mod readback;
 
-#[cfg(feature = "capi")]
+#[cfg(feature = "__internal-api")]
 #[doc(hidden)]
-pub mod capi;
+#[path = "internal.rs"]
+pub mod __internal;
 
 #[cfg(feature = "testing")]
 #[doc(hidden)]

@@ -1,5 +1,5 @@
 //! The checked-in C header (`capi/include/sized_readback.h`) must be what cbindgen generates from
-//! `src/capi/mod.rs` with `capi/cbindgen.toml`. Runs without a GPU (CI). To update the header
+//! this crate (`capi/src/`) with `capi/cbindgen.toml`. Runs without a GPU (CI). To update the header
 //! after changing the C API: `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header`.
 use std::path::Path;
 #[path = "../../tests/common/source_root.rs"]
@@ -9,9 +9,9 @@ fn generate(root: &Path) -> String {
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(root.join("../src/capi/mod.rs"))
+        .with_crate(root)
         .generate()
-        .expect("cbindgen could not parse src/capi/mod.rs");
+        .expect("cbindgen could not parse capi/src/");
     let mut out = Vec::new();
     bindings.write(&mut out);
     let text = String::from_utf8(out).expect("cbindgen writes UTF-8");
@@ -29,7 +29,7 @@ fn generate(root: &Path) -> String {
 }
 
 #[test]
-fn c_header_matches_src_capi() {
+fn c_header_matches_capi_src() {
     let root = &source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1).join("capi");
     let fresh = generate(root);
     let path = root.join("include/sized_readback.h");
@@ -48,7 +48,7 @@ fn c_header_matches_src_capi() {
                 |i| format!("at line {}", i + 1),
             );
         panic!(
-            "capi/include/sized_readback.h differs from what src/capi/mod.rs generates ({line}): \
+            "capi/include/sized_readback.h differs from what capi/src/ generates ({line}): \
              run `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header` and commit it"
         );
     }

@@ -6,7 +6,7 @@ extern crate srb as sized_readback;
 use anyhow::{ensure, Context as _, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
-use srb::capi;
+use sized_readback_capi as capi;
 use std::ffi::CStr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -554,7 +554,7 @@ fn library_dir() -> Option<PathBuf> {
             "--release",
             "--locked",
             "-p",
-            "sized-readback-capi",
+            "sized-readback-clib",
             "--target-dir",
         ])
         .arg(&target)
@@ -587,7 +587,7 @@ end program calls
 /// The library's message for its last failed call in this thread.
 fn last_error() -> String {
     // SAFETY: a NUL-terminated string owned by this thread.
-    unsafe { CStr::from_ptr(srb::capi::srb_last_error()) }
+    unsafe { CStr::from_ptr(sized_readback_capi::srb_last_error()) }
         .to_string_lossy()
         .into_owned()
 }
@@ -600,7 +600,7 @@ fn fortran_module_calls_the_library() {
     let Some(libdir) = library_dir() else {
         return skip(
             "no libsized_readback.a (set SRB_LIBDIR, or `cargo build --release -p \
-             sized-readback-capi`): the module's calls are not run",
+             sized-readback-clib`): the module's calls are not run",
         );
     };
     let dir = scratch("calls");
@@ -618,14 +618,14 @@ fn fortran_module_calls_the_library() {
     let out = run(&mut Command::new(dir.join("calls")));
     // The same calls in this process give the messages to expect.
     let sizes = [8usize];
-    let mut rb: *mut srb::capi::srb_readback = std::ptr::null_mut();
+    let mut rb: *mut sized_readback_capi::srb_readback = std::ptr::null_mut();
     // SAFETY: valid pointers, or nulls the API must reject.
     let (create, data, release) = unsafe {
-        let c = srb::capi::srb_create(0, 0, 2, 1, sizes.as_ptr(), 0, &mut rb);
+        let c = sized_readback_capi::srb_create(0, 0, 2, 1, sizes.as_ptr(), 0, &mut rb);
         let create = format!("{c} {}", last_error());
-        assert!(srb::capi::srb_data(std::ptr::null(), 1, 0).is_null());
+        assert!(sized_readback_capi::srb_data(std::ptr::null(), 1, 0).is_null());
         let data = last_error();
-        let r = srb::capi::srb_release(std::ptr::null(), 1);
+        let r = sized_readback_capi::srb_release(std::ptr::null(), 1);
         (
             create,
             data,
@@ -642,16 +642,17 @@ fn fortran_module_calls_the_library() {
 /// GPU), else the line the seed's srb_check must print.
 fn seed_create_error() -> Option<String> {
     let sizes = [8usize];
-    let mut rb: *mut srb::capi::srb_readback = std::ptr::null_mut();
+    let mut rb: *mut sized_readback_capi::srb_readback = std::ptr::null_mut();
     // SAFETY: valid pointers; a handle made here is destroyed here.
-    let code = unsafe { srb::capi::srb_create(0, 1 << 18, 2, 1, sizes.as_ptr(), 0, &mut rb) };
-    if code == srb::capi::SRB_OK {
+    let code =
+        unsafe { sized_readback_capi::srb_create(0, 1 << 18, 2, 1, sizes.as_ptr(), 0, &mut rb) };
+    if code == sized_readback_capi::SRB_OK {
         // SAFETY: a live handle, destroyed once.
-        unsafe { srb::capi::srb_destroy(rb) };
+        unsafe { sized_readback_capi::srb_destroy(rb) };
         return None;
     }
     // SAFETY: a NUL-terminated string owned by this thread.
-    let msg = unsafe { CStr::from_ptr(srb::capi::srb_last_error()) }
+    let msg = unsafe { CStr::from_ptr(sized_readback_capi::srb_last_error()) }
         .to_string_lossy()
         .into_owned();
     Some(format!("srb_create failed ({code}): {msg}"))
@@ -675,7 +676,7 @@ fn fortran_seed_builds_and_runs() {
     }
     let Some(libdir) = library_dir() else {
         return skip(
-            "no libsized_readback.a (set SRB_LIBDIR, or `cargo build --release -p sized-readback-capi`): \
+            "no libsized_readback.a (set SRB_LIBDIR, or `cargo build --release -p sized-readback-clib`): \
              the Fortran seed is not built",
         );
     };

@@ -1,0 +1,413 @@
+//! Creating a readback: `srb_create` (the pack), `srb_create_append` (append kernels) and
+//! `srb_create_buckets` (bucketed), with their flags; every argument is checked before the
+//! device is opened.
+use crate::boundary::{guard, invalid, Failure};
+use crate::codes::SRB_OK;
+use crate::handle::{srb_readback, Inner};
+use crate::types::SRB_MAX_COLUMNS;
+use srb::{
+    AppendReadback, BucketReadback, ColumnReadback, ColumnSchema, Error, GraphReadback,
+    ReadbackConfig, Transport,
+};
+use std::sync::{Arc, Mutex};
+
+/// `srb_create` flag: the staged transport (device slot, then one fixed-size copy) instead
+/// of mapped pinned memory.
+pub const SRB_FLAG_STAGED: u32 = 1;
+/// `srb_create` flag: a device-sequenced readback for CUDA graph capture and replay
+/// (`srb_record` / `srb_next`). Not with `SRB_FLAG_STAGED`.
+pub const SRB_FLAG_GRAPH: u32 = 2;
+/// `srb_create_buckets` flag: the buckets are filled by append kernels (`srb_append_begin`),
+/// not by the bucket pack (`srb_enqueue_buckets`).
+pub const SRB_FLAG_APPEND: u32 = 4;
+
+/// The schema and configuration `srb_create` asks for, checked without the driver: the
+/// flags' combination, the columns, and the slot layout and total size.
+fn create_config(
+    capacity: usize,
+    slots: u32,
+    elem_sizes: &[usize],
+    flags: u32,
+) -> Result<(ColumnSchema, ReadbackConfig), Failure> {
+    if flags & SRB_FLAG_GRAPH != 0 && flags & SRB_FLAG_STAGED != 0 {
+        return Err(invalid_config(
+            "SRB_FLAG_GRAPH needs the mapped transport, not SRB_FLAG_STAGED: a graph readback \
+             chooses its slot on the device",
+        ));
+    }
+    let mut schema = ColumnSchema::new();
+    for &size in elem_sizes {
+        schema.raw_column(size);
+    }
+    let transport = if flags & SRB_FLAG_STAGED != 0 {
+        Transport::Staged
+    } else {
+        Transport::Mapped
+    };
+    let config = ReadbackConfig::new(capacity)
+        .slots(slots as usize)
+        .transport(transport);
+    // The pack's slots: what every create function's readback needs at least.
+    ColumnReadback::check(&schema, &config)?;
+    Ok((schema, config))
+}
+
+/// `SRB_ERR_INVALID_CONFIG` with the core's message for it.
+fn invalid_config(reason: &str) -> Failure {
+    Error::InvalidConfig {
+        reason: reason.into(),
+    }
+    .into()
+}
+
+/// The flags a create function was given, and the ones it takes.
+struct Flags {
+    function: &'static str,
+    allowed: u32,
+    given: u32,
+}
+
+/// The checks of `srb_create`'s arguments that need no driver.
+///
+/// # Safety
+/// `elem_sizes` is null or points to `num_columns` values; `out` is null or writable.
+unsafe fn create_args(
+    flags: Flags,
+    device: i32,
+    capacity: usize,
+    slots: u32,
+    num_columns: u32,
+    elem_sizes: *const usize,
+    out: *mut *mut srb_readback,
+) -> Result<(usize, ColumnSchema, ReadbackConfig), Failure> {
+    let Flags {
+        function,
+        allowed,
+        given: flags,
+    } = flags;
+    if out.is_null() {
+        return Err(invalid("out is null"));
+    }
+    // SAFETY: per the contract.
+    unsafe { *out = std::ptr::null_mut() };
+    if elem_sizes.is_null() {
+        return Err(invalid("elem_sizes is null"));
+    }
+    if num_columns == 0 || num_columns > SRB_MAX_COLUMNS {
+        return Err(invalid(format!(
+            "num_columns must be 1 to {SRB_MAX_COLUMNS}, not {num_columns}"
+        )));
+    }
+    if flags & !allowed != 0 {
+        let names: Vec<&str> = [
+            (SRB_FLAG_STAGED, "SRB_FLAG_STAGED"),
+            (SRB_FLAG_GRAPH, "SRB_FLAG_GRAPH"),
+            (SRB_FLAG_APPEND, "SRB_FLAG_APPEND"),
+        ]
+        .iter()
+        .filter(|(f, _)| allowed & f != 0)
+        .map(|&(_, n)| n)
+        .collect();
+        return Err(invalid(format!(
+            "flags {flags:#x} include ones {function} does not take (it takes {})",
+            names.join(", ")
+        )));
+    }
+    let ordinal =
+        usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
+    // SAFETY: per the contract.
+    let sizes = unsafe { std::slice::from_raw_parts(elem_sizes, num_columns as usize) };
+    let (schema, config) = create_config(capacity, slots, sizes, flags)?;
+    Ok((ordinal, schema, config))
+}
+
+/// Creates a readback in the primary context of device `device` (the CUDA runtime's), for
+/// `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
+/// `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering), filled by
+/// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED`, or
+/// `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
+/// the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
+/// with or without a GPU.
+///
+/// # Safety
+/// `elem_sizes` points to `num_columns` values; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_create(
+    device: i32,
+    capacity: usize,
+    slots: u32,
+    num_columns: u32,
+    elem_sizes: *const usize,
+    flags: u32,
+    out: *mut *mut srb_readback,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
+        let ctx = srb::device::open(ordinal)?;
+        let inner = if flags & SRB_FLAG_GRAPH != 0 {
+            Inner::Graph {
+                g: Arc::new(GraphReadback::new(&ctx, &schema, config.spill(0))?),
+                held: Mutex::default(),
+            }
+        } else {
+            Inner::Host {
+                rb: ColumnReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+            }
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
+        Ok(SRB_OK)
+    })
+}
+
+/// Creates an append readback: its slots are filled by the caller's kernels through
+/// `sized_readback/append.cuh` (`srb_append_begin` / `srb_append_end`; with `SRB_FLAG_GRAPH`,
+/// kernels captured into graphs with the descriptor of `srb_append_desc_graph`). Arguments as
+/// `srb_create`, plus `spill`: rows per slot of the device-side region that takes the rows
+/// appended past `capacity` (0: none, such rows are dropped but counted).
+///
+/// # Safety
+/// As `srb_create`.
+#[no_mangle]
+pub unsafe extern "C" fn srb_create_append(
+    device: i32,
+    capacity: usize,
+    spill: usize,
+    slots: u32,
+    num_columns: u32,
+    elem_sizes: *const usize,
+    flags: u32,
+    out: *mut *mut srb_readback,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create_append",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
+        let config = config.spill(spill);
+        let graph = flags & SRB_FLAG_GRAPH != 0;
+        if graph {
+            GraphReadback::check(&schema, &config)?;
+        } else {
+            AppendReadback::check(&schema, &config)?;
+        }
+        let ctx = srb::device::open(ordinal)?;
+        let inner = if graph {
+            Inner::Graph {
+                g: Arc::new(GraphReadback::new(&ctx, &schema, config)?),
+                held: Mutex::default(),
+            }
+        } else {
+            Inner::Append {
+                rb: AppendReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+                pending: Mutex::default(),
+            }
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
+        Ok(SRB_OK)
+    })
+}
+
+/// Creates a bucketed readback: each slot holds `buckets` buckets (1 to `SRB_MAX_BUCKETS`, e.g.
+/// one per MPI neighbour) of `capacity` rows of every column, each with its own count. Filled by
+/// the bucket pack (`srb_enqueue_buckets`, from device data already partitioned) or, with
+/// `SRB_FLAG_APPEND`, by append kernels (`srb_append_begin`; the kernel uses
+/// `srb::BlockAppendTo`), which put rows past a bucket's capacity into its `spill` rows (0:
+/// none). Read a bucket with `srb_bucket_data`. Other arguments and flags as `srb_create`
+/// (`SRB_FLAG_STAGED`; not `SRB_FLAG_GRAPH`).
+///
+/// # Safety
+/// As `srb_create`.
+#[no_mangle]
+pub unsafe extern "C" fn srb_create_buckets(
+    device: i32,
+    buckets: u32,
+    capacity: usize,
+    spill: usize,
+    slots: u32,
+    num_columns: u32,
+    elem_sizes: *const usize,
+    flags: u32,
+    out: *mut *mut srb_readback,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let (ordinal, schema, config) = unsafe {
+            create_args(
+                Flags {
+                    function: "srb_create_buckets",
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND,
+                    given: flags,
+                },
+                device,
+                capacity,
+                slots,
+                num_columns,
+                elem_sizes,
+                out,
+            )?
+        };
+        if flags & SRB_FLAG_GRAPH != 0 {
+            return Err(invalid_config(
+                "bucketed readbacks are not recorded into graphs",
+            ));
+        }
+        let config = config.buckets(buckets as usize);
+        let append = flags & SRB_FLAG_APPEND != 0;
+        if append {
+            AppendReadback::check(&schema, &config.clone().spill(spill))?;
+        } else {
+            BucketReadback::check(&schema, &config)?;
+            if spill > 0 {
+                return Err(invalid(
+                    "spill needs SRB_FLAG_APPEND: a bucket pack copies nothing past a bucket's \
+                     capacity, so it has no spill region",
+                ));
+            }
+        }
+        let ctx = srb::device::open(ordinal)?;
+        let inner = if append {
+            Inner::Append {
+                rb: AppendReadback::new(&ctx, &schema, config.spill(spill))?,
+                held: Mutex::default(),
+                pending: Mutex::default(),
+            }
+        } else {
+            Inner::Buckets {
+                rb: BucketReadback::new(&ctx, &schema, config)?,
+                held: Mutex::default(),
+            }
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(srb_readback { inner })) };
+        Ok(SRB_OK)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codes::{SRB_ERR_INVALID_ARGUMENT, SRB_ERR_INVALID_CONFIG};
+    use crate::last_error::srb_last_error;
+    use std::ffi::CStr;
+
+    fn last_error() -> String {
+        // SAFETY: srb_last_error returns this thread's NUL-terminated buffer.
+        unsafe { CStr::from_ptr(srb_last_error()) }
+            .to_str()
+            .expect("UTF-8")
+            .to_owned()
+    }
+
+    #[test]
+    fn create_config_checks_without_a_driver() {
+        let config_error = |capacity, slots, sizes: &[usize], flags| match create_config(
+            capacity, slots, sizes, flags,
+        ) {
+            Ok(_) => panic!("{capacity} {slots} {sizes:?} {flags} accepted"),
+            Err(f) => f.code,
+        };
+        let bad = SRB_ERR_INVALID_CONFIG;
+        assert_eq!(config_error(0, 2, &[8], 0), bad, "zero capacity");
+        assert_eq!(config_error(16, 0, &[8], 0), bad, "zero slots");
+        assert_eq!(
+            config_error(usize::MAX, 2, &[8], 0),
+            bad,
+            "capacity overflows"
+        );
+        assert_eq!(
+            config_error(1 << 40, u32::MAX, &[8], 0),
+            bad,
+            "total overflows"
+        );
+        assert_eq!(config_error(16, 2, &[8, 0], 0), bad, "element size 0");
+        let both = SRB_FLAG_GRAPH | SRB_FLAG_STAGED;
+        assert_eq!(config_error(16, 2, &[8], both), bad, "graph and staged");
+        let (schema, config) = create_config(16, 3, &[8, 4], SRB_FLAG_STAGED).unwrap();
+        let sizes: Vec<usize> = schema.columns().iter().map(|c| c.elem_size).collect();
+        assert_eq!(sizes, [8, 4]);
+        assert_eq!((config.capacity, config.slots), (16, 3));
+        assert_eq!(config.transport, Transport::Staged);
+    }
+
+    /// Each create function takes only its own flags, and a spill only where append kernels
+    /// can spill; both are refused before the device is opened (the same answer without a GPU).
+    #[test]
+    fn create_functions_take_only_their_flags() {
+        let sizes = [8usize];
+        let mut out = std::ptr::null_mut();
+        // SAFETY: valid sizes and out pointer; the flags are refused before any driver call.
+        let code = unsafe { srb_create(0, 16, 2, 1, sizes.as_ptr(), SRB_FLAG_APPEND, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        assert_eq!(
+            last_error(),
+            "flags 0x4 include ones srb_create does not take (it takes SRB_FLAG_STAGED, SRB_FLAG_GRAPH)"
+        );
+        assert!(out.is_null());
+        // SAFETY: as above.
+        let code =
+            unsafe { srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), SRB_FLAG_APPEND, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT, "{}", last_error());
+        // SAFETY: as above.
+        let code = unsafe { srb_create_buckets(0, 4, 16, 8, 2, 1, sizes.as_ptr(), 0, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        assert!(
+            last_error().starts_with("spill needs SRB_FLAG_APPEND"),
+            "{}",
+            last_error()
+        );
+        // SAFETY: as above; the spill's size overflows, found before the device is opened.
+        let code = unsafe {
+            srb_create_buckets(
+                0,
+                4,
+                16,
+                usize::MAX,
+                2,
+                1,
+                sizes.as_ptr(),
+                SRB_FLAG_APPEND,
+                &mut out,
+            )
+        };
+        assert_eq!(code, SRB_ERR_INVALID_CONFIG, "{}", last_error());
+        // SAFETY: as above.
+        let code = unsafe { srb_create(0, 16, 2, 1, [0usize].as_ptr(), 0, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_CONFIG);
+        assert_eq!(
+            last_error(),
+            "invalid readback configuration: column 0 has elements of 0 bytes: an element \
+             needs at least 1 byte"
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! The readback handle (`srb_readback`): which readback it is, its table of held readbacks,
+//! and the calls on the handle itself (`srb_destroy`, `srb_capacity`, `srb_buckets`).
+use crate::boundary::guard;
+use crate::codes::SRB_OK;
+use crate::held::HeldTable;
+use srb::{AppendReadback, BucketReadback, ColumnReadback, GraphReadback, PendingAppend};
+use std::sync::{Arc, Mutex};
+
+/// An opaque readback handle, from `srb_create` or `srb_create_append`, freed by
+/// `srb_destroy`.
+pub struct srb_readback {
+    pub(crate) inner: Inner,
+}
+
+/// The readback behind a handle, by how it is filled and sequenced.
+pub(crate) enum Inner {
+    Host {
+        rb: ColumnReadback,
+        held: HeldTable,
+    },
+    Buckets {
+        rb: BucketReadback,
+        held: HeldTable,
+    },
+    Append {
+        rb: AppendReadback,
+        held: HeldTable,
+        /// Appends begun and not ended (the caller keeps their streams alive meanwhile).
+        pending: Mutex<Vec<PendingAppend<'static>>>,
+    },
+    Graph {
+        g: Arc<GraphReadback>,
+        held: HeldTable,
+    },
+}
+
+impl srb_readback {
+    /// Columns of the readback.
+    pub(crate) fn columns(&self) -> usize {
+        match &self.inner {
+            Inner::Host { rb, .. } => rb.schema().len(),
+            Inner::Buckets { rb, .. } => rb.schema().len(),
+            Inner::Append { rb, .. } => rb.schema().len(),
+            Inner::Graph { g, .. } => g.schema().len(),
+        }
+    }
+
+    /// Buckets of the readback (1 unless bucketed).
+    pub(crate) fn buckets(&self) -> usize {
+        match &self.inner {
+            Inner::Buckets { rb, .. } => rb.buckets(),
+            Inner::Append { rb, .. } => rb.layout().buckets(),
+            Inner::Host { .. } | Inner::Graph { .. } => 1,
+        }
+    }
+}
+
+/// Buckets of the readback (1 unless bucketed; 0 if `rb` is null).
+///
+/// # Safety
+/// `rb` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn srb_buckets(rb: *const srb_readback) -> u32 {
+    // SAFETY: per the contract.
+    unsafe { rb.as_ref() }.map_or(0, |h| h.buckets() as u32)
+}
+
+/// Destroys a readback (null is ignored). Waits for its readbacks still in flight (for a
+/// graph readback, for all of the context's work); appends begun and not ended are ended as
+/// failed first. Launching a graph that recorded it afterwards is undefined behaviour.
+///
+/// # Safety
+/// `rb` is null or a handle from `srb_create`, destroyed once and not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn srb_destroy(rb: *mut srb_readback) {
+    if !rb.is_null() {
+        guard(|| {
+            // SAFETY: per the contract.
+            drop(unsafe { Box::from_raw(rb) });
+            Ok(SRB_OK)
+        });
+    }
+}
+
+/// Rows per slot of the readback (0 if `rb` is null).
+///
+/// # Safety
+/// `rb` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn srb_capacity(rb: *const srb_readback) -> usize {
+    // SAFETY: per the contract.
+    match unsafe { rb.as_ref() }.map(|h| &h.inner) {
+        Some(Inner::Host { rb, .. }) => rb.capacity(),
+        Some(Inner::Buckets { rb, .. }) => rb.capacity(),
+        Some(Inner::Append { rb, .. }) => rb.capacity(),
+        Some(Inner::Graph { g, .. }) => g.capacity(),
+        None => 0,
+    }
+}

@@ -1,0 +1,58 @@
+//! Host-sequenced mode: `srb_poll` and `srb_wait` on a readback's number.
+use crate::args::{deadline, handle};
+use crate::boundary::{guard, Failure};
+use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
+use crate::handle::srb_readback;
+use crate::held::waitable;
+use std::time::Instant;
+
+/// Host-sequenced mode: `SRB_OK` if readback `seq` is complete (its count is good),
+/// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn srb_poll(rb: *const srb_readback, seq: u64) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let t = waitable(unsafe { handle(rb)? }, seq)?;
+        Ok(if t.poll()?.is_some() {
+            SRB_OK
+        } else {
+            SRB_NOT_READY
+        })
+    })
+}
+
+/// Host-sequenced mode: waits for readback `seq`, at most `timeout_ns` nanoseconds (< 0:
+/// no limit), then stores its count in `*count_out` (may be null). Returns `SRB_OK`,
+/// `SRB_TIMEOUT` (wait again later) or an error; after `SRB_ERR_COUNT_EXCEEDS_CAPACITY`,
+/// `SRB_ERR_COUNT_EXCEEDS_SOURCE` or `SRB_ERR_APPEND_OVERFLOW` the true count is in
+/// `*count_out`, after `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
+/// `srb_release`.
+///
+/// # Safety
+/// `rb` is a live handle; `count_out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_wait(
+    rb: *const srb_readback,
+    seq: u64,
+    timeout_ns: i64,
+    count_out: *mut u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let t = waitable(unsafe { handle(rb)? }, seq)?;
+        let result =
+            t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
+        let n = match &result {
+            Ok(n) => Some(*n as u64),
+            Err(e) => count_of_error(e),
+        };
+        if let (Some(n), false) = (n, count_out.is_null()) {
+            // SAFETY: per the contract.
+            unsafe { *count_out = n };
+        }
+        result.map(|_| SRB_OK).map_err(Failure::from)
+    })
+}
