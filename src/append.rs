@@ -103,7 +103,6 @@
 //! count; [`AppendTicket::partial`] still gives the `capacity` rows in the slot, and
 //! [`AppendTicket::fetch_spill`] brings the spilled ones back with one pack. Past the spill,
 //! grow the readback to the true count and run the kernel again.
-use crate::columns::{ColumnReadout, ColumnSchema, ColumnTicket};
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::engine::host::{Filled, HostEngine};
 use crate::engine::layout::SlotLayout;
@@ -111,6 +110,8 @@ use crate::engine::ring::Lease;
 use crate::engine::ticket::{Fill, TicketCore};
 use crate::error::{Error, Result};
 use crate::raw::abi;
+use crate::schema::ColumnSchema;
+use crate::ticket::{ColumnReadout, ColumnTicket};
 use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DeviceRepr, DriverError};
 use std::marker::PhantomData;

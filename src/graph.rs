@@ -48,7 +48,6 @@
 //! addresses and is `unsafe`. It also avoids cudarc's event tracking, which would record and
 //! wait on events in the capturing stream and tie the graph to events outside it.
 use crate::append::AppendDesc;
-use crate::columns::{Column, ColumnReadout, ColumnSchema, ColumnTicket};
 use crate::config::ReadbackConfig;
 use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
@@ -58,6 +57,8 @@ use crate::engine::ticket::Fill;
 use crate::engine::view::SlotView;
 use crate::engine::{ColumnSource, RawCount, Sources};
 use crate::error::{Error, Result};
+use crate::schema::{Column, ColumnSchema};
+use crate::ticket::{ColumnReadout, ColumnTicket};
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::{Arc, Mutex, OnceLock};

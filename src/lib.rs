@@ -49,6 +49,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod append;
+mod buckets;
 mod columns;
 mod config;
 pub mod device;
@@ -59,6 +60,8 @@ mod graph;
 mod kernel_image;
 mod raw;
 mod readback;
+mod schema;
+mod ticket;
 
 #[cfg(feature = "__internal-api")]
 #[doc(hidden)]
@@ -70,10 +73,8 @@ pub mod __internal;
 pub mod testing;
 
 pub use append::{AppendDesc, AppendReadback, AppendTicket, PendingAppend};
-pub use columns::{
-    BucketReadback, Column, ColumnReadback, ColumnReadout, ColumnSchema, ColumnSpec, ColumnTicket,
-    Source,
-};
+pub use buckets::BucketReadback;
+pub use columns::ColumnReadback;
 pub use config::{ReadbackConfig, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
@@ -84,6 +85,8 @@ pub use graph::{GraphReadback, OwnedReplay, Replay, Taken};
 pub use kernel_image::{ImageKind, KernelImage, KERNEL_TARGETS};
 pub use raw::module::LaunchShape;
 pub use readback::{Readback, Readout, Ticket};
+pub use schema::{Column, ColumnSchema, ColumnSpec, Source};
+pub use ticket::{ColumnReadout, ColumnTicket};
 
 /// The README's Rust examples, compiled as doctests (`cargo test --doc`) so that they keep
 /// compiling against the current API; the ones that need a GPU are `no_run`.

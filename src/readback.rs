@@ -1,12 +1,15 @@
 //! The typed single-column readback: [`Readback<T>`], its [`Ticket<T>`] and [`Readout`], a
 //! thin face over the multi-column core of [`crate::columns`] with one column of `T`.
-use crate::columns::{enqueue_tracked, Column, ColumnReadback, ColumnSchema, ColumnTicket, Typed};
+use crate::columns::ColumnReadback;
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::{CountType, Element};
 use crate::engine::layout::SlotLayout;
+use crate::engine::tracked::{enqueue_tracked, Typed};
 use crate::engine::{ColumnSource, RawCount};
 use crate::error::Result;
 use crate::raw::module::LaunchShape;
+use crate::schema::{Column, ColumnSchema};
+use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};
 use std::marker::PhantomData;

@@ -13,6 +13,7 @@ pub(crate) mod host;
 pub(crate) mod layout;
 pub(crate) mod ring;
 pub(crate) mod ticket;
+pub(crate) mod tracked;
 pub(crate) mod trailer;
 pub(crate) mod view;
 mod wait;

@@ -1,0 +1,163 @@
+//! Bucketed readbacks filled by the bucket pack: device data already partitioned into k
+//! buckets, read back in one launch into one slot that holds each bucket's count and rows.
+use crate::config::ReadbackConfig;
+use crate::element::CountType;
+use crate::engine::host::{Filled, HostEngine};
+use crate::engine::layout::SlotLayout;
+use crate::engine::ticket::Fill;
+use crate::engine::tracked::enqueue_tracked_with;
+use crate::engine::{ColumnSource, RawCount, Sources};
+use crate::error::Result;
+use crate::schema::{ColumnSchema, Source};
+use crate::ticket::ColumnTicket;
+use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};
+use std::sync::Arc;
+
+/// Reads back device data the user already partitioned into k buckets (k counts and k rising
+/// offsets into every column's source, as CUB's `DevicePartition` or an exclusive scan of the
+/// counts leaves them): one pack launch, one slot holding each bucket's count and rows, one
+/// trailer. `Send` and `Sync`.
+///
+/// The capacity is per bucket (`config.capacity` rows each), not shared: a bucket's rows sit at
+/// a fixed place in the slot, so the kernel fills every bucket in one pass with no scan of the
+/// counts first, and each bucket's rows are contiguous (an MPI send straight from the slot);
+/// the price is pinned memory for k full buckets. Size the capacity for the largest bucket.
+#[derive(Debug)]
+pub struct BucketReadback {
+    engine: Arc<HostEngine>,
+    schema: Arc<ColumnSchema>,
+}
+
+impl BucketReadback {
+    /// A readback of `config.buckets` buckets of `config.capacity` rows of the columns of
+    /// `schema`. Errors as [`crate::ColumnReadback::new`].
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        schema: &ColumnSchema,
+        config: ReadbackConfig,
+    ) -> Result<Self> {
+        Self::check(schema, &config)?;
+        Ok(BucketReadback {
+            engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, Filled::BucketPack)?,
+            schema: Arc::new(schema.clone()),
+        })
+    }
+
+    /// The checks [`BucketReadback::new`] makes before it touches the driver, as
+    /// [`crate::ColumnReadback::check`].
+    pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
+        schema.validate()?;
+        HostEngine::check(&schema.elem_sizes(), config, Filled::BucketPack)
+    }
+
+    /// The columns.
+    pub fn schema(&self) -> &ColumnSchema {
+        &self.schema
+    }
+    /// Buckets of a slot.
+    pub fn buckets(&self) -> usize {
+        self.engine.slots().layout().buckets()
+    }
+    /// Rows of each bucket.
+    pub fn capacity(&self) -> usize {
+        self.engine.slots().layout().capacity()
+    }
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.engine.slots().num_slots()
+    }
+    /// The slot layout.
+    pub fn layout(&self) -> &SlotLayout {
+        self.engine.slots().layout()
+    }
+
+    /// Enqueues the readback of every bucket on `stream`: bucket b's rows are rows
+    /// `offsets[b] .. offsets[b] + counts[b]` of every source (`sources` binds each column once,
+    /// as for [`crate::ColumnReadback::enqueue`]). `counts` and `offsets` hold (at least) one value per
+    /// bucket, of one count type. Returns at once.
+    ///
+    /// Errors at once as [`crate::ColumnReadback::enqueue`]; from the ticket's wait:
+    /// [`crate::Error::BucketOverCapacity`], [`crate::Error::BucketOutOfRange`] (a range past its source or
+    /// into the next bucket's), [`crate::Error::NegativeCount`], each naming the first bad bucket, with
+    /// nothing copied.
+    pub fn enqueue<C, K>(
+        &self,
+        stream: &CudaStream,
+        sources: &[Source<'_>],
+        counts: &C,
+        offsets: &C,
+    ) -> Result<ColumnTicket>
+    where
+        C: DevicePtr<K>,
+        K: CountType,
+    {
+        let erased = self.schema.bind_erased(sources)?;
+        let core = enqueue_tracked_with(
+            &self.engine,
+            stream,
+            None,
+            &erased[..self.schema.len()],
+            counts,
+            Some(offsets),
+        )?;
+        Ok(ColumnTicket::from_core(core, self.schema.clone()))
+    }
+
+    /// [`BucketReadback::enqueue`] from raw device addresses: `counts` (its kind gives the
+    /// offsets' kind too) and `offsets` hold one value per bucket.
+    ///
+    /// # Safety
+    /// As [`crate::ColumnReadback::enqueue_raw`], for the sources, the counts and the offsets.
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: &CudaStream,
+        after: Option<&CudaEvent>,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+    ) -> Result<ColumnTicket> {
+        let slots = self.engine.slots();
+        slots.check_stream(stream)?;
+        let after = after.map(|e| slots.check_event(e)).transpose()?;
+        // SAFETY: per the contract; the stream and event are of this context (checked).
+        unsafe { self.enqueue_raw_stream(stream.cu_stream(), after, sources, counts, offsets) }
+    }
+
+    /// [`BucketReadback::enqueue_raw`] on raw driver handles, as
+    /// [`crate::ColumnReadback::enqueue_raw_stream`]: the path of the C API's `srb_enqueue_buckets`.
+    /// The stream is checked to belong to this readback's context, and every address to be
+    /// device memory of it.
+    ///
+    /// # Safety
+    /// As [`BucketReadback::enqueue_raw`] for the memory; `stream` (unless null) and `after`
+    /// are live handles, and `after` belongs to this readback's context.
+    pub unsafe fn enqueue_raw_stream(
+        &self,
+        stream: CUstream,
+        after: Option<CUevent>,
+        sources: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+    ) -> Result<ColumnTicket> {
+        // SAFETY: per the contract; enqueue_buckets_raw checks the stream and every address.
+        let lease = unsafe {
+            self.engine
+                .enqueue_buckets_raw(stream, after, sources, counts, offsets)?
+        };
+        let fill = Fill::Pack {
+            kind: counts.kind(),
+            lens: Sources::new(sources).lens(),
+        };
+        Ok(ColumnTicket::from_core(
+            self.engine.ticket(lease, fill),
+            self.schema.clone(),
+        ))
+    }
+}
+
+// Compile-time proof of the thread-safety claims in the docs.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<BucketReadback>();
+};
