@@ -105,10 +105,10 @@
 //! grow the readback to the true count and run the kernel again.
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::layout::SlotLayout;
 use crate::engine::ring::Lease;
 use crate::engine::ticket::{Fill, TicketCore};
 use crate::error::{Error, Result};
+use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::schema::ColumnSchema;
 use crate::ticket::{ColumnReadout, ColumnTicket};

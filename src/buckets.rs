@@ -3,12 +3,13 @@
 use crate::config::ReadbackConfig;
 use crate::element::CountType;
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::layout::SlotLayout;
 use crate::engine::ticket::Fill;
 use crate::engine::tracked::enqueue_tracked_with;
-use crate::engine::{ColumnSource, RawCount, Sources};
+use crate::engine::Sources;
 use crate::error::Result;
+use crate::layout::SlotLayout;
 use crate::schema::{ColumnSchema, Source};
+use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};

@@ -38,13 +38,14 @@
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::CountType;
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::layout::SlotLayout;
 use crate::engine::ticket::{Fill, TicketCore};
 use crate::engine::tracked::enqueue_tracked;
-use crate::engine::{ColumnSource, RawCount, Sources};
+use crate::engine::Sources;
 use crate::error::{Error, Result};
-use crate::raw::module::LaunchShape;
+use crate::launch::LaunchShape;
+use crate::layout::SlotLayout;
 use crate::schema::{ColumnSchema, Source};
+use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};

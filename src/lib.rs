@@ -58,9 +58,12 @@ mod engine;
 mod error;
 mod graph;
 mod kernel_image;
+mod launch;
+mod layout;
 mod raw;
 mod readback;
 mod schema;
+mod source;
 mod ticket;
 
 #[cfg(feature = "__internal-api")]
@@ -78,14 +81,14 @@ pub use columns::ColumnReadback;
 pub use config::{ReadbackConfig, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
-pub use engine::layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
-pub use engine::{ColumnSource, RawCount};
 pub use error::{Error, Result};
 pub use graph::{GraphReadback, OwnedReplay, Replay, Taken};
 pub use kernel_image::{ImageKind, KernelImage, KERNEL_TARGETS};
-pub use raw::module::LaunchShape;
+pub use launch::LaunchShape;
+pub use layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
 pub use readback::{Readback, Readout, Ticket};
 pub use schema::{Column, ColumnSchema, ColumnSpec, Source};
+pub use source::{ColumnSource, RawCount};
 pub use ticket::{ColumnReadout, ColumnTicket};
 
 /// The README's Rust examples, compiled as doctests (`cargo test --doc`) so that they keep

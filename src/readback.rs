@@ -3,12 +3,12 @@
 use crate::columns::ColumnReadback;
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::{CountType, Element};
-use crate::engine::layout::SlotLayout;
 use crate::engine::tracked::{enqueue_tracked, Typed};
-use crate::engine::{ColumnSource, RawCount};
 use crate::error::Result;
-use crate::raw::module::LaunchShape;
+use crate::launch::LaunchShape;
+use crate::layout::SlotLayout;
 use crate::schema::{Column, ColumnSchema};
+use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};

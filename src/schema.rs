@@ -2,9 +2,9 @@
 //! each, and the binding of device buffers to them for one enqueue (checked by element type
 //! before any driver call).
 use crate::element::Element;
-use crate::engine::layout::{COLUMN_ALIGN, MAX_COLUMNS};
 use crate::engine::tracked::{ErasedDevicePtr, NoBuffer, Typed};
 use crate::error::{Error, Result};
+use crate::layout::{COLUMN_ALIGN, MAX_COLUMNS};
 use cudarc::driver::DevicePtr;
 use std::any::TypeId;
 use std::marker::PhantomData;

@@ -3,16 +3,17 @@
 //! sequence number of the previous readback), takes `seq = counter + 1` and `slot = (seq - 1)
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
-use super::layout::SlotLayout;
 use super::trailer::{self, Filler};
 use super::view::SlotView;
-use super::{ColumnSource, Lens, RawCount, Slots};
+use super::{Lens, Slots};
 use crate::config::ReadbackConfig;
 use crate::element::CountKind;
 use crate::error::{Error, Result};
+use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
+use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::CudaContext;
 use std::collections::BTreeMap;

@@ -5,11 +5,12 @@
 use super::host::{Filled, HostEngine};
 use super::ring::Lease;
 use super::ticket::{Fill, TicketCore};
-use super::{ColumnSource, RawCount, Sources};
+use super::Sources;
 use crate::config::Transport;
 use crate::error::{Error, Result};
 use crate::raw::abi;
 use crate::raw::driver;
+use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUevent, CUstream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,11 +1,11 @@
 //! Host-sequenced readbacks: the host picks each readback's slot and sequence number from a
 //! ring, records one event per slot after the readback, and hands out a ticket that holds the
 //! slot. The enqueue path is in `enqueue.rs`, the wait path in `wait.rs`.
-use super::layout::SlotLayout;
 use super::ring::{Lease, Ring};
 use super::Slots;
 use crate::config::ReadbackConfig;
 use crate::error::Result;
+use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::raw::buffer::DeviceBuffer;
 use crate::raw::driver;

@@ -10,7 +10,6 @@
 pub(crate) mod device;
 mod enqueue;
 pub(crate) mod host;
-pub(crate) mod layout;
 pub(crate) mod ring;
 pub(crate) mod ticket;
 pub(crate) mod tracked;
@@ -22,72 +21,19 @@ mod wait;
 mod props;
 
 use crate::config::{ReadbackConfig, Transport, WaitMode};
-use crate::element::CountKind;
 use crate::error::{Error, Result};
+use crate::launch::LaunchShape;
+use crate::layout::{SlotLayout, MAX_COLUMNS};
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
-use crate::raw::module::{Kernel, LaunchShape, Module};
+use crate::raw::module::{Kernel, Module};
+use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use layout::{SlotLayout, MAX_COLUMNS};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use trailer::Trailer;
-
-/// One source column of an enqueue: a device address and the elements readable there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ColumnSource {
-    /// Device address of element 0 (any alignment).
-    pub ptr: CUdeviceptr,
-    /// Elements readable from `ptr`.
-    pub len: usize,
-}
-
-/// A device-resident count given by raw address: where it is and how it is stored.
-///
-/// ```
-/// use sized_readback::RawCount;
-/// let d_size: u64 = 0x7f00_0000_0000; // e.g. `(CUdeviceptr)d_size` of C code's `int* d_size`
-/// let count = RawCount::i32(d_size);
-/// assert_eq!(count.ptr(), d_size);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawCount {
-    ptr: CUdeviceptr,
-    kind: CountKind,
-}
-
-impl RawCount {
-    /// A count of `kind` at `ptr`.
-    pub fn new(ptr: CUdeviceptr, kind: CountKind) -> Self {
-        RawCount { ptr, kind }
-    }
-    /// An `int32_t` count (C's `int* d_size`).
-    pub fn i32(ptr: CUdeviceptr) -> Self {
-        Self::new(ptr, CountKind::I32)
-    }
-    /// A `uint32_t` count.
-    pub fn u32(ptr: CUdeviceptr) -> Self {
-        Self::new(ptr, CountKind::U32)
-    }
-    /// An `int64_t` count.
-    pub fn i64(ptr: CUdeviceptr) -> Self {
-        Self::new(ptr, CountKind::I64)
-    }
-    /// A `uint64_t` count.
-    pub fn u64(ptr: CUdeviceptr) -> Self {
-        Self::new(ptr, CountKind::U64)
-    }
-    /// The device address.
-    pub fn ptr(&self) -> CUdeviceptr {
-        self.ptr
-    }
-    /// How the count is stored.
-    pub fn kind(&self) -> CountKind {
-        self.kind
-    }
-}
 
 /// The sources of one enqueue, in column order, without allocating.
 #[derive(Debug, Clone, Copy, Default)]
@@ -456,8 +402,8 @@ impl Slots {
                 self.check_raw_pointer(what, s.ptr)?;
             }
         }
-        if count.ptr != 0 {
-            self.check_raw_pointer("the count", count.ptr)?;
+        if count.ptr() != 0 {
+            self.check_raw_pointer("the count", count.ptr())?;
         }
         Ok(())
     }
@@ -472,11 +418,11 @@ impl Slots {
                 columns.len()
             )));
         }
-        if count.ptr == 0 || !count.ptr.is_multiple_of(count.kind.size() as u64) {
+        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
             return Err(Error::BadPointer {
                 what: "the count",
-                addr: count.ptr,
-                align: count.kind.size(),
+                addr: count.ptr(),
+                align: count.kind().size(),
             });
         }
         if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
@@ -499,7 +445,7 @@ impl Slots {
         slot: usize,
     ) -> abi::srb_pack_params {
         abi::srb_pack_params {
-            count_ptr: count.ptr,
+            count_ptr: count.ptr(),
             slots: self.device_slots(),
             slot_stride: self.layout.slot_stride() as u64,
             trailer_offset: self.layout.trailer_offset() as u64,
@@ -510,7 +456,7 @@ impl Slots {
             slot_sync: self.sync.ptr(),
             slot: slot as u32,
             num_slots: self.num_slots as u32,
-            count_kind: count.kind.abi(),
+            count_kind: count.kind().abi(),
             num_columns: columns.len() as u32,
             columns: self.abi_columns(columns),
         }
@@ -528,7 +474,7 @@ impl Slots {
         slot: usize,
     ) -> abi::srb_pack_buckets_params {
         abi::srb_pack_buckets_params {
-            counts_ptr: counts.ptr,
+            counts_ptr: counts.ptr(),
             offsets_ptr: offsets,
             slots: self.device_slots(),
             slot_stride: self.layout.slot_stride() as u64,
@@ -539,7 +485,7 @@ impl Slots {
             slot_sync: self.sync.ptr(),
             slot: slot as u32,
             num_slots: self.num_slots as u32,
-            count_kind: counts.kind.abi(),
+            count_kind: counts.kind().abi(),
             num_buckets: self.layout.buckets() as u32,
             num_columns: columns.len() as u32,
             reserved: 0,

@@ -4,9 +4,9 @@
 //!   turns what the pack kernel writes for a count into the outcome that count deserves;
 //! - slot layout arithmetic against a 128-bit model: alignment, no overlap, and overflow
 //!   reported as an error, never wrapped.
-use super::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES};
 use super::ring::Ring;
 use super::trailer::{self, Filler, Trailer};
+use crate::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES};
 use crate::raw::abi;
 use crate::{CountKind, Error};
 use proptest::prelude::*;

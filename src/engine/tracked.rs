@@ -1,11 +1,12 @@
 //! The safe enqueue's cudarc glue: device buffers with their element type erased, and the
 //! enqueue that binds them through cudarc's event tracking around the pack's launch.
 use super::host::HostEngine;
-use super::layout::MAX_COLUMNS;
 use super::ticket::{Fill, TicketCore};
-use super::{ColumnSource, RawCount, Sources};
+use super::Sources;
 use crate::element::CountType;
 use crate::error::{Error, Result};
+use crate::layout::MAX_COLUMNS;
+use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr};
 use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
 use std::marker::PhantomData;

@@ -5,6 +5,7 @@ use super::{driver, images};
 use crate::device::compute_capability;
 use crate::error::{Error, Result};
 use crate::kernel_image::KernelImage;
+use crate::launch::LaunchShape;
 use cudarc::driver::sys::{self, CUfunction, CUmodule, CUstream};
 use cudarc::driver::CudaContext;
 use std::ffi::{c_void, CStr};
@@ -106,18 +107,6 @@ pub(crate) struct Kernel {
 unsafe impl Send for Kernel {}
 // SAFETY: as above.
 unsafe impl Sync for Kernel {}
-
-/// Grid and block of a pack launch, and whether it may overlap the previous kernel's tail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LaunchShape {
-    /// Blocks (x only).
-    pub grid: u32,
-    /// Threads per block (x only).
-    pub block: u32,
-    /// Programmatic dependent launch (sm_90+): the kernel may start before the previous
-    /// kernel in the stream finishes, and waits for it with `griddepcontrol.wait`.
-    pub programmatic: bool,
-}
 
 impl Kernel {
     /// The PTX virtual architecture the loaded code was compiled from, times ten (e.g. 90 for
