@@ -6,8 +6,9 @@
 //! view gives each one as a typed slice.
 //!
 //! Declare the columns on a [`ColumnSchema`]; each declaration returns a typed handle
-//! ([`Column<T>`]) that binds a device buffer of that type at enqueue time and reads the
-//! column back as `&[T]`, so a type mismatch is a compile error rather than a runtime one:
+//! ([`Column<T>`](crate::Column)) that binds a device buffer of that type at enqueue time and
+//! reads the column back as `&[T]`, so a type mismatch is a compile error rather than a runtime
+//! one:
 //!
 //! ```no_run
 //! use sized_readback::{ColumnReadback, ColumnSchema, ReadbackConfig};

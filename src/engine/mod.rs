@@ -1,16 +1,64 @@
-//! The column core under every readback type: slots of pinned memory, the pack kernel that
-//! fills them, and the device-side append that user kernels fill them with.
+//! The column core under every readback type: slots of pinned memory, the pack kernels that
+//! fill them, and the device-side append that user kernels fill them with. The files:
 //!
-//! - [`Slots`]: what every readback has (the slot memory, its layout, the pack kernel, the
-//!   per-slot device scratch) and the checks of what an enqueue is given;
-//! - [`host::HostEngine`]: host-sequenced readbacks (tickets): a ring of slots with one event
-//!   each; its enqueue path is in `enqueue`, its wait path in `wait`;
-//! - [`device::DeviceEngine`]: device-sequenced readbacks (CUDA graph replay);
-//! - [`ticket::TicketCore`] and [`view::SlotView`]: what every ticket and readout is made of.
+//! - `slots.rs` ([`Slots`]): what every readback has (the slot memory, its layout, the pack
+//!   kernels, the per-slot device scratch) and the checks of what an enqueue is given;
+//! - `host.rs` ([`host::HostEngine`]): host-sequenced readbacks (tickets), a ring of slots
+//!   (`ring.rs`) with one event each; its enqueue path is in `enqueue.rs`, its wait path in
+//!   `wait.rs`;
+//! - `device.rs` ([`device::DeviceEngine`]): device-sequenced readbacks (CUDA graph replay);
+//! - `tracked.rs`: the safe enqueue's cudarc glue (buffers with their element type erased,
+//!   bound through cudarc's event tracking);
+//! - `ticket.rs` ([`ticket::TicketCore`]), `trailer.rs` (decoding a slot's trailer) and
+//!   `view.rs` ([`view::SlotView`]): what every ticket and readout is made of;
+//! - `sources.rs`: an enqueue's sources and lengths, inline.
+//!
+//! # The hops of one enqueue
+//! `Readback::enqueue` of a mapped readback, on the stream its slot was last used on, with no
+//! `after` event. Each line is one call into another file, in order; reads of plain values
+//! (the layout's offsets, a `RawCount`'s fields) are left out.
+//!
+//! 1. `readback.rs` → `columns.rs`: `ColumnReadback::engine` (the current slots, after a grow);
+//! 2. `readback.rs` → `engine/tracked.rs`: `enqueue_tracked`;
+//! 3. `tracked.rs` → `host.rs`, `slots.rs`: `check_stream`, the context of every buffer;
+//! 4. `tracked.rs` → `enqueue.rs`: `prepare` → `raw/driver.rs`: bind the context, refuse a
+//!    capturing stream;
+//! 5. `tracked.rs` → cudarc: each buffer's `device_ptr` (its event tracking);
+//! 6. `tracked.rs` → `slots.rs`: `check_sources`;
+//! 7. `tracked.rs` → `enqueue.rs`: `enqueue_prepared` → `host.rs` → `ring.rs`: take a slot;
+//! 8. `enqueue.rs` → `raw/driver.rs`: `stream_id` (the same stream as the slot's last
+//!    readback: no wait on its event);
+//! 9. `enqueue.rs` → `slots.rs`: `pack_params`, `launch_pack` → `raw/module.rs`:
+//!    `Kernel::launch` → `cuLaunchKernelEx`;
+//! 10. `enqueue.rs` → `raw/driver.rs`: `event_record` (the slot's event);
+//! 11. `tracked.rs` → `sources.rs`, `enqueue.rs` → `ticket.rs`: the ticket's core;
+//! 12. `readback.rs` → `columns.rs` → `ticket.rs`: the `ColumnTicket`, wrapped in a `Ticket`.
+//!
+//! 21 crossings in all (each arrow above); 10 frames from `Readback::enqueue` to the launch
+//! (`enqueue`, `enqueue_inner`, `enqueue_tracked`, `enqueue_tracked_with`,
+//! `HostEngine::enqueue_prepared`, `enqueue_launch`, the launch closure, `Slots::launch_pack`,
+//! `Kernel::launch`, `launch_dims`).
+//!
+//! # The hops of one wait
+//! `Ticket::wait` of that readback, the trailer already there:
+//!
+//! 1. `readback.rs` → `ticket.rs`: `ColumnTicket::wait` → `engine/ticket.rs`:
+//!    `TicketCore::wait_until`;
+//! 2. `engine/ticket.rs` → `wait.rs`: `HostEngine::wait` → `raw/driver.rs` (bind) and
+//!    `slots.rs` (`seq_visible`, the trailer's acquire load);
+//! 3. `engine/ticket.rs` → `slots.rs`: `trailer`; → `trailer.rs`: `decode`;
+//! 4. `engine/ticket.rs` → `view.rs`: `SlotView::new`;
+//! 5. `readback.rs` → `ticket.rs`: `ColumnReadout::column` → `schema.rs` (the handle and type
+//!    checks) and `view.rs` (the slice).
+//!
+//! 11 crossings; 5 frames to the trailer's load (`Ticket::wait`, `ColumnTicket::wait`,
+//! `TicketCore::wait_until`, `HostEngine::wait`, `Slots::seq_visible`).
 pub(crate) mod device;
 mod enqueue;
 pub(crate) mod host;
 pub(crate) mod ring;
+mod slots;
+mod sources;
 pub(crate) mod ticket;
 pub(crate) mod tracked;
 pub(crate) mod trailer;
@@ -20,562 +68,5 @@ mod wait;
 #[cfg(test)]
 mod props;
 
-use crate::config::{ReadbackConfig, Transport, WaitMode};
-use crate::error::{Error, Result};
-use crate::launch::LaunchShape;
-use crate::layout::{SlotLayout, MAX_COLUMNS};
-use crate::raw::abi;
-use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
-use crate::raw::driver;
-use crate::raw::module::{Kernel, Module};
-use crate::source::{ColumnSource, RawCount};
-use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use trailer::Trailer;
-
-/// The sources of one enqueue, in column order, without allocating.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Sources {
-    cols: [ColumnSource; MAX_COLUMNS],
-    n: usize,
-}
-
-impl Sources {
-    /// The first [`MAX_COLUMNS`] of `cols` (callers check the number against the layout).
-    pub(crate) fn new(cols: &[ColumnSource]) -> Self {
-        let n = cols.len().min(MAX_COLUMNS);
-        let mut s = Sources {
-            n,
-            ..Default::default()
-        };
-        s.cols[..n].copy_from_slice(&cols[..n]);
-        s
-    }
-    pub(crate) fn as_slice(&self) -> &[ColumnSource] {
-        &self.cols[..self.n]
-    }
-    /// Each column's source length.
-    pub(crate) fn lens(&self) -> Lens {
-        let mut l = Lens::default();
-        for (d, s) in l.v.iter_mut().zip(self.as_slice()) {
-            *d = s.len;
-        }
-        l.n = self.n;
-        l
-    }
-}
-
-/// Up to [`MAX_COLUMNS`] lengths or sizes, inline.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Lens {
-    v: [usize; MAX_COLUMNS],
-    n: usize,
-}
-
-impl Lens {
-    pub(crate) fn as_slice(&self) -> &[usize] {
-        &self.v[..self.n]
-    }
-}
-
-/// What every readback has: the slots and their layout, the pack kernel, the device scratch.
-#[derive(Debug)]
-pub(crate) struct Slots {
-    ctx: Arc<CudaContext>,
-    pack: Kernel,
-    pack_buckets: Kernel,
-    layout: SlotLayout,
-    transport: Transport,
-    wait: WaitMode,
-    num_slots: usize,
-    /// The slots as the host reads them (mapped: also what the device writes).
-    host: PinnedBuffer,
-    /// Staged transport: the device-side slots the kernels write, copied into `host`.
-    staging: Option<DeviceBuffer>,
-    /// `num_slots` [`abi::srb_slot_sync`] records.
-    sync: DeviceBuffer,
-    shape: LaunchShape,
-    config: ReadbackConfig,
-}
-
-// SAFETY: the driver handles (the kernel, the buffers' addresses) may be used from any thread
-// that binds the context, which every method does. A slot's host memory is read only through
-// the ticket or replay that holds the slot, and the device writes it only while that
-// readback is in flight.
-unsafe impl Send for Slots {}
-// SAFETY: as above; no method mutates shared state.
-unsafe impl Sync for Slots {}
-
-impl Slots {
-    /// Allocates `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` and loads the pack
-    /// kernel. `device_sequenced`: the pack decides its slot on the device (graph replay), so
-    /// it runs without programmatic dependent launch and needs the mapped transport.
-    pub(crate) fn new(
-        ctx: &Arc<CudaContext>,
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-        device_sequenced: bool,
-        table: bool,
-    ) -> Result<Self> {
-        let (layout, total) = Self::plan(elem_sizes, cfg, device_sequenced, table)?;
-        let mapped = cfg.transport == Transport::Mapped;
-        driver::ensure_driver()?;
-        driver::bind(ctx)?;
-        let module = Module::library(ctx)?;
-        let pack = module.function(c"srb_pack")?;
-        let pack_buckets = module.function(c"srb_pack_buckets")?;
-        let sms = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
-        let (major, _) = ctx
-            .compute_capability()
-            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
-        let max_blocks = cfg.max_blocks.unwrap_or((sms.max(1) as u32) * 4).max(1);
-        let want = layout
-            .row_bytes()
-            .saturating_mul(layout.capacity())
-            .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
-        // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
-        // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
-        // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200 as
-        // compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which. A
-        // device-sequenced pack never uses it (`plan` refuses it).
-        let pack_waits = pack.ptx_version()? >= 90;
-        let programmatic =
-            match cfg.programmatic_launch {
-                Some(true) if !pack_waits => return Err(Error::config(
-                    "programmatic launch needs the pack kernel compiled for compute_90 or newer \
-                     (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
-                )),
-                Some(on) => on,
-                None => {
-                    !device_sequenced
-                        && major >= 9
-                        && pack_waits
-                        && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
-                }
-            };
-        let shape = LaunchShape {
-            grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
-            block: abi::SRB_PACK_THREADS,
-            programmatic,
-        };
-        let host = PinnedBuffer::new(ctx, total, mapped)?;
-        let staging = if mapped {
-            None
-        } else {
-            Some(DeviceBuffer::new_zeroed(ctx, total)?)
-        };
-        let sync =
-            DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
-        let wait = match cfg.wait {
-            WaitMode::Auto if mapped => WaitMode::Trailer,
-            WaitMode::Auto => WaitMode::Event,
-            w => w,
-        };
-        Ok(Slots {
-            ctx: ctx.clone(),
-            pack,
-            pack_buckets,
-            layout,
-            transport: cfg.transport,
-            wait,
-            num_slots: cfg.slots,
-            host,
-            staging,
-            sync,
-            shape,
-            config: cfg.clone(),
-        })
-    }
-
-    /// What [`Slots::new`] checks before it touches the driver: the layout and the total size
-    /// of the slots, and the settings that do not go together. Returns the layout and the
-    /// bytes of every slot.
-    pub(crate) fn plan(
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-        device_sequenced: bool,
-        table: bool,
-    ) -> Result<(SlotLayout, usize)> {
-        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
-        let total = layout.total_bytes(cfg.slots)?;
-        if device_sequenced && cfg.buckets > 1 {
-            return Err(Error::config(
-                "graph readbacks have one bucket: use a ticket-based bucketed readback",
-            ));
-        }
-        if cfg.slots > u32::MAX as usize {
-            return Err(Error::config(format!(
-                "at most {} slots, not {}",
-                u32::MAX,
-                cfg.slots
-            )));
-        }
-        let mapped = cfg.transport == Transport::Mapped;
-        if !mapped && cfg.wait == WaitMode::Trailer {
-            return Err(Error::config(
-                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
-                 guaranteed byte order, so only its event says it is complete",
-            ));
-        }
-        if device_sequenced && !mapped {
-            return Err(Error::config(
-                "graph replay needs the mapped transport: the slot is chosen on the device, so \
-                 a staged copy's host-side parameters cannot follow it",
-            ));
-        }
-        if device_sequenced && cfg.wait == WaitMode::Event {
-            return Err(Error::config(
-                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
-            ));
-        }
-        if device_sequenced && cfg.programmatic_launch == Some(true) {
-            // One pack's counter store must be visible to the next pack's load, which only a
-            // full kernel boundary guarantees.
-            return Err(Error::config(
-                "programmatic launch is not available for graph readbacks: consecutive packs \
-                 must not overlap",
-            ));
-        }
-        Ok((layout, total))
-    }
-
-    pub(crate) fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
-    }
-    pub(crate) fn layout(&self) -> &SlotLayout {
-        &self.layout
-    }
-    pub(crate) fn transport(&self) -> Transport {
-        self.transport
-    }
-    pub(crate) fn wait_mode(&self) -> WaitMode {
-        self.wait
-    }
-    pub(crate) fn num_slots(&self) -> usize {
-        self.num_slots
-    }
-    pub(crate) fn launch_shape(&self) -> LaunchShape {
-        self.shape
-    }
-    pub(crate) fn config(&self) -> &ReadbackConfig {
-        &self.config
-    }
-
-    /// Device-visible address of slot 0: where the kernels write.
-    fn device_slots(&self) -> CUdeviceptr {
-        match &self.staging {
-            Some(dev) => dev.ptr(),
-            None => self.host.device_ptr(),
-        }
-    }
-
-    /// Device address of slot `slot`'s scratch record.
-    fn sync_ptr(&self, slot: usize) -> CUdeviceptr {
-        self.sync.ptr() + (slot * std::mem::size_of::<abi::srb_slot_sync>()) as u64
-    }
-
-    /// Host address of column `col` of `slot`.
-    pub(crate) fn column_host_ptr(&self, slot: usize, col: usize) -> *const u8 {
-        let off = slot * self.layout.slot_stride() + self.layout.column_offsets()[col];
-        // SAFETY: in bounds of the host buffer (total_bytes covers every slot).
-        unsafe { self.host.host_ptr().add(off) }
-    }
-
-    fn trailer_ptr(&self, slot: usize) -> *const Trailer {
-        let off = slot * self.layout.slot_stride() + self.layout.trailer_offset();
-        // SAFETY: in bounds of the host buffer (total_bytes covers every slot's trailer).
-        unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
-    }
-
-    /// Whether slot `slot`'s trailer holds `seq` (Acquire: then everything the kernel stored
-    /// before `seq`, after its system fence, is visible too).
-    pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
-        // SAFETY: the word is 8-byte aligned (16-byte trailer offset in a page-aligned buffer)
-        // and in bounds, and lives as long as self. The device stores it with one naturally
-        // aligned 8-byte store, single-copy atomic; the host only loads it, so an atomic view
-        // is the right one.
-        let word = unsafe {
-            AtomicU64::from_ptr(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq).cast_mut())
-        };
-        word.load(Ordering::Acquire) == seq
-    }
-
-    /// The trailer of `slot`, read once the readback is complete.
-    pub(crate) fn trailer(&self, slot: usize) -> Trailer {
-        // SAFETY: as in seq_visible; the fields are plain integers.
-        unsafe { std::ptr::read_volatile(self.trailer_ptr(slot)) }
-    }
-
-    /// The bucket table of `slot` (bucketed layouts), read once the readback is complete.
-    pub(crate) fn bucket_table(&self, slot: usize) -> trailer::BucketTable {
-        let k = self.layout.buckets();
-        let off = slot * self.layout.slot_stride() + self.layout.bucket_table_offset();
-        // SAFETY: the table's 4 + k words lie in bounds of the host buffer (the layout reserves
-        // them before the trailer), 8-byte aligned; the kernel wrote them before the trailer's
-        // fence, and the caller took the acquire.
-        let words = unsafe {
-            let p = self.host.host_ptr().add(off).cast::<u64>();
-            (0..4 + k)
-                .map(|i| std::ptr::read_volatile(p.add(i)))
-                .collect::<Vec<u64>>()
-        };
-        trailer::BucketTable {
-            bad_rows: words[0],
-            bad_bucket: words[1],
-            bad_offset: words[2],
-            bad_limit: words[3],
-            counts: words[4..].to_vec(),
-        }
-    }
-
-    /// Errors unless `stream` belongs to this readback's context.
-    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
-        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
-            return Err(Error::ForeignContext { what: "the stream" });
-        }
-        Ok(())
-    }
-
-    /// Errors unless `event` belongs to this readback's context.
-    pub(crate) fn check_event(&self, event: &CudaEvent) -> Result<CUevent> {
-        if event.context().cu_ctx() != self.ctx.cu_ctx() {
-            return Err(Error::ForeignContext { what: "the event" });
-        }
-        Ok(event.cu_event())
-    }
-
-    /// Errors unless the raw stream `stream` belongs to this readback's context (the null
-    /// stream stands for the current context's legacy stream). Binds the context.
-    ///
-    /// # Safety
-    /// `stream` is a live stream handle or null.
-    pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
-        driver::bind(&self.ctx)?;
-        // SAFETY: per the contract.
-        let owner = unsafe { driver::stream_context(stream)? };
-        if owner != self.ctx.cu_ctx() {
-            return Err(Error::ForeignContext { what: "the stream" });
-        }
-        Ok(())
-    }
-
-    /// Errors unless the raw device address `ptr` is memory of this readback's context. The
-    /// context must be bound.
-    pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
-        // SAFETY: only queries the driver's bookkeeping for the address.
-        match unsafe { driver::pointer_owner(ptr)? } {
-            None => Err(Error::BadPointer {
-                what,
-                addr: ptr,
-                align: 1,
-            }),
-            Some((ctx, ordinal)) => {
-                let same_ctx = ctx.is_null() || ctx == self.ctx.cu_ctx();
-                if same_ctx && ordinal as usize == self.ctx.ordinal() {
-                    Ok(())
-                } else {
-                    Err(Error::ForeignContext { what })
-                }
-            }
-        }
-    }
-
-    /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
-    /// memory of this context. Binds the context.
-    pub(crate) fn check_raw_sources(
-        &self,
-        sources: &[ColumnSource],
-        count: RawCount,
-    ) -> Result<()> {
-        driver::bind(&self.ctx)?;
-        let what = if sources.len() == 1 {
-            "the data"
-        } else {
-            "a column's data"
-        };
-        for s in sources {
-            if s.len > 0 {
-                self.check_raw_pointer(what, s.ptr)?;
-            }
-        }
-        if count.ptr() != 0 {
-            self.check_raw_pointer("the count", count.ptr())?;
-        }
-        Ok(())
-    }
-
-    /// Errors unless `columns` match the layout and the count address suits its kind. Pure
-    /// host logic.
-    pub(crate) fn check_sources(&self, columns: &[ColumnSource], count: RawCount) -> Result<()> {
-        let want = self.layout.elem_sizes().len();
-        if columns.len() != want {
-            return Err(Error::schema(format!(
-                "this readback has {want} column(s), the enqueue gave {}",
-                columns.len()
-            )));
-        }
-        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
-            return Err(Error::BadPointer {
-                what: "the count",
-                addr: count.ptr(),
-                align: count.kind().size(),
-            });
-        }
-        if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
-            return Err(Error::BadPointer {
-                what: "a column's data",
-                addr: 0,
-                align: 1,
-            });
-        }
-        Ok(())
-    }
-
-    /// The pack kernel's parameter for `columns` and `count`, into slot `slot` as readback
-    /// `seq` (host-sequenced; the device-sequenced recording fills in its counter).
-    fn pack_params(
-        &self,
-        columns: &[ColumnSource],
-        count: RawCount,
-        seq: u64,
-        slot: usize,
-    ) -> abi::srb_pack_params {
-        abi::srb_pack_params {
-            count_ptr: count.ptr(),
-            slots: self.device_slots(),
-            slot_stride: self.layout.slot_stride() as u64,
-            trailer_offset: self.layout.trailer_offset() as u64,
-            capacity: self.layout.capacity() as u64,
-            seq,
-            seq_counter: 0,
-            ring_ctl: 0,
-            slot_sync: self.sync.ptr(),
-            slot: slot as u32,
-            num_slots: self.num_slots as u32,
-            count_kind: count.kind().abi(),
-            num_columns: columns.len() as u32,
-            columns: self.abi_columns(columns),
-        }
-    }
-
-    /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
-    /// the k buckets partition), `counts` and `offsets` (k each, of `counts`' kind), into slot
-    /// `slot` as readback `seq`.
-    fn pack_buckets_params(
-        &self,
-        columns: &[ColumnSource],
-        counts: RawCount,
-        offsets: CUdeviceptr,
-        seq: u64,
-        slot: usize,
-    ) -> abi::srb_pack_buckets_params {
-        abi::srb_pack_buckets_params {
-            counts_ptr: counts.ptr(),
-            offsets_ptr: offsets,
-            slots: self.device_slots(),
-            slot_stride: self.layout.slot_stride() as u64,
-            trailer_offset: self.layout.trailer_offset() as u64,
-            bucket_table: self.layout.bucket_table_offset() as u64,
-            capacity: self.layout.capacity() as u64,
-            seq,
-            slot_sync: self.sync.ptr(),
-            slot: slot as u32,
-            num_slots: self.num_slots as u32,
-            count_kind: counts.kind().abi(),
-            num_buckets: self.layout.buckets() as u32,
-            num_columns: columns.len() as u32,
-            reserved: 0,
-            columns: self.abi_columns(columns),
-        }
-    }
-
-    /// The kernels' column records: each source, and where its column sits in a slot.
-    fn abi_columns(&self, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
-        let mut out: [abi::srb_column; MAX_COLUMNS] = Default::default();
-        for (i, c) in columns.iter().enumerate() {
-            out[i] = abi::srb_column {
-                src: c.ptr,
-                src_len: c.len as u64,
-                dst_offset: self.layout.column_offsets()[i] as u64,
-                elem_size: self.layout.elem_sizes()[i] as u32,
-                reserved: 0,
-            };
-        }
-        out
-    }
-
-    /// The append descriptor's fields every engine fills alike: the slots, their layout and
-    /// columns, and the spill region (`rows` per slot in `buffer`, laid out as `layout`) if
-    /// any. The engine adds how the kernel takes its slot (host- or device-sequenced) and the
-    /// buckets.
-    fn append_desc(
-        &self,
-        spill: Option<(usize, &DeviceBuffer, &SlotLayout)>,
-    ) -> abi::srb_append_desc {
-        let mut d = abi::srb_append_desc {
-            slots: self.device_slots(),
-            slot_stride: self.layout.slot_stride() as u64,
-            trailer_offset: self.layout.trailer_offset() as u64,
-            capacity: self.layout.capacity() as u64,
-            slot_sync: self.sync.ptr(),
-            num_slots: self.num_slots as u32,
-            num_columns: self.layout.elem_sizes().len() as u32,
-            ..Default::default()
-        };
-        for (i, (&off, &size)) in self
-            .layout
-            .column_offsets()
-            .iter()
-            .zip(self.layout.elem_sizes())
-            .enumerate()
-        {
-            d.column_offset[i] = off as u64;
-            d.elem_size[i] = size as u32;
-        }
-        if let Some((rows, buffer, layout)) = spill {
-            d.spill = buffer.ptr();
-            d.spill_stride = layout.slot_stride() as u64;
-            d.spill_capacity = rows as u64;
-            for (i, &off) in layout.column_offsets().iter().enumerate() {
-                d.spill_offset[i] = off as u64;
-            }
-        }
-        d
-    }
-
-    /// Launches the bucket pack kernel with `p`: one block per bucket.
-    ///
-    /// # Safety
-    /// As [`Slots::launch_pack`], for the counts, offsets and sources of `p`.
-    unsafe fn launch_pack_buckets(
-        &self,
-        stream: CUstream,
-        mut p: abi::srb_pack_buckets_params,
-    ) -> Result<()> {
-        let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<std::ffi::c_void>()];
-        let shape = LaunchShape {
-            grid: p.num_buckets.max(1),
-            ..self.shape
-        };
-        // SAFETY: one parameter of type srb_pack_buckets_params (bindgen from the kernel's
-        // header); the rest per the contract.
-        unsafe { self.pack_buckets.launch(stream, shape, &mut args) }
-    }
-
-    /// Launches the pack kernel with `p`.
-    ///
-    /// # Safety
-    /// The context is bound, `stream` is a live stream of it, and the sources and count of `p`
-    /// are valid per the enqueue's contract until the pack has run.
-    unsafe fn launch_pack(&self, stream: CUstream, mut p: abi::srb_pack_params) -> Result<()> {
-        let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<std::ffi::c_void>()];
-        // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's header); the
-        // slots and sync records belong to self; the sources per the contract; the kernel
-        // starts with griddepcontrol.wait when launched programmatically.
-        unsafe { self.pack.launch(stream, self.shape, &mut args) }
-    }
-}
+pub(crate) use slots::Slots;
+pub(crate) use sources::{Lens, Sources};

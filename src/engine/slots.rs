@@ -1,0 +1,519 @@
+//! The slots every readback has: pinned memory laid out by its [`SlotLayout`], the pack
+//! kernels that fill them, the per-slot device scratch, and the checks of what an enqueue or
+//! a recording is given.
+use super::trailer::{self, Trailer};
+use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::error::{Error, Result};
+use crate::launch::LaunchShape;
+use crate::layout::{SlotLayout, MAX_COLUMNS};
+use crate::raw::abi;
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::driver;
+use crate::raw::module::{Kernel, Module};
+use crate::source::{ColumnSource, RawCount};
+use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What every readback has: the slots and their layout, the pack kernel, the device scratch.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    ctx: Arc<CudaContext>,
+    pack: Kernel,
+    pack_buckets: Kernel,
+    pub(super) layout: SlotLayout,
+    transport: Transport,
+    wait: WaitMode,
+    num_slots: usize,
+    /// The slots as the host reads them (mapped: also what the device writes).
+    pub(super) host: PinnedBuffer,
+    /// Staged transport: the device-side slots the kernels write, copied into `host`.
+    pub(super) staging: Option<DeviceBuffer>,
+    /// `num_slots` [`abi::srb_slot_sync`] records.
+    sync: DeviceBuffer,
+    shape: LaunchShape,
+    config: ReadbackConfig,
+}
+
+impl Slots {
+    /// Allocates `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` and loads the pack
+    /// kernel. `device_sequenced`: the pack decides its slot on the device (graph replay), so
+    /// it runs without programmatic dependent launch and needs the mapped transport.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        device_sequenced: bool,
+        table: bool,
+    ) -> Result<Self> {
+        let (layout, total) = Self::plan(elem_sizes, cfg, device_sequenced, table)?;
+        let mapped = cfg.transport == Transport::Mapped;
+        driver::ensure_driver()?;
+        driver::bind(ctx)?;
+        let module = Module::library(ctx)?;
+        let pack = module.function(c"srb_pack")?;
+        let pack_buckets = module.function(c"srb_pack_buckets")?;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let (major, _) = ctx
+            .compute_capability()
+            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let max_blocks = cfg.max_blocks.unwrap_or((sms.max(1) as u32) * 4).max(1);
+        let want = layout
+            .row_bytes()
+            .saturating_mul(layout.capacity())
+            .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
+        // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
+        // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
+        // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200 as
+        // compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which. A
+        // device-sequenced pack never uses it (`plan` refuses it).
+        let pack_waits = pack.ptx_version()? >= 90;
+        let programmatic =
+            match cfg.programmatic_launch {
+                Some(true) if !pack_waits => return Err(Error::config(
+                    "programmatic launch needs the pack kernel compiled for compute_90 or newer \
+                     (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
+                )),
+                Some(on) => on,
+                None => {
+                    !device_sequenced
+                        && major >= 9
+                        && pack_waits
+                        && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+                }
+            };
+        let shape = LaunchShape {
+            grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
+            block: abi::SRB_PACK_THREADS,
+            programmatic,
+        };
+        let host = PinnedBuffer::new(ctx, total, mapped)?;
+        let staging = if mapped {
+            None
+        } else {
+            Some(DeviceBuffer::new_zeroed(ctx, total)?)
+        };
+        let sync =
+            DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
+        let wait = match cfg.wait {
+            WaitMode::Auto if mapped => WaitMode::Trailer,
+            WaitMode::Auto => WaitMode::Event,
+            w => w,
+        };
+        Ok(Slots {
+            ctx: ctx.clone(),
+            pack,
+            pack_buckets,
+            layout,
+            transport: cfg.transport,
+            wait,
+            num_slots: cfg.slots,
+            host,
+            staging,
+            sync,
+            shape,
+            config: cfg.clone(),
+        })
+    }
+
+    /// What [`Slots::new`] checks before it touches the driver: the layout and the total size
+    /// of the slots, and the settings that do not go together. Returns the layout and the
+    /// bytes of every slot.
+    pub(crate) fn plan(
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        device_sequenced: bool,
+        table: bool,
+    ) -> Result<(SlotLayout, usize)> {
+        let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
+        let total = layout.total_bytes(cfg.slots)?;
+        if device_sequenced && cfg.buckets > 1 {
+            return Err(Error::config(
+                "graph readbacks have one bucket: use a ticket-based bucketed readback",
+            ));
+        }
+        if cfg.slots > u32::MAX as usize {
+            return Err(Error::config(format!(
+                "at most {} slots, not {}",
+                u32::MAX,
+                cfg.slots
+            )));
+        }
+        let mapped = cfg.transport == Transport::Mapped;
+        if !mapped && cfg.wait == WaitMode::Trailer {
+            return Err(Error::config(
+                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
+                 guaranteed byte order, so only its event says it is complete",
+            ));
+        }
+        if device_sequenced && !mapped {
+            return Err(Error::config(
+                "graph replay needs the mapped transport: the slot is chosen on the device, so \
+                 a staged copy's host-side parameters cannot follow it",
+            ));
+        }
+        if device_sequenced && cfg.wait == WaitMode::Event {
+            return Err(Error::config(
+                "graph replay waits on the trailer: no per-slot event is recorded in a graph",
+            ));
+        }
+        if device_sequenced && cfg.programmatic_launch == Some(true) {
+            // One pack's counter store must be visible to the next pack's load, which only a
+            // full kernel boundary guarantees.
+            return Err(Error::config(
+                "programmatic launch is not available for graph readbacks: consecutive packs \
+                 must not overlap",
+            ));
+        }
+        Ok((layout, total))
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    pub(crate) fn layout(&self) -> &SlotLayout {
+        &self.layout
+    }
+    pub(crate) fn transport(&self) -> Transport {
+        self.transport
+    }
+    pub(crate) fn wait_mode(&self) -> WaitMode {
+        self.wait
+    }
+    pub(crate) fn num_slots(&self) -> usize {
+        self.num_slots
+    }
+    pub(crate) fn launch_shape(&self) -> LaunchShape {
+        self.shape
+    }
+    pub(crate) fn config(&self) -> &ReadbackConfig {
+        &self.config
+    }
+
+    /// Device-visible address of slot 0: where the kernels write.
+    fn device_slots(&self) -> CUdeviceptr {
+        match &self.staging {
+            Some(dev) => dev.ptr(),
+            None => self.host.device_ptr(),
+        }
+    }
+
+    /// Device address of slot `slot`'s scratch record.
+    pub(super) fn sync_ptr(&self, slot: usize) -> CUdeviceptr {
+        self.sync.ptr() + (slot * std::mem::size_of::<abi::srb_slot_sync>()) as u64
+    }
+
+    /// Host address of column `col` of `slot`.
+    pub(crate) fn column_host_ptr(&self, slot: usize, col: usize) -> *const u8 {
+        let off = slot * self.layout.slot_stride() + self.layout.column_offsets()[col];
+        // SAFETY: in bounds of the host buffer (total_bytes covers every slot).
+        unsafe { self.host.host_ptr().add(off) }
+    }
+
+    fn trailer_ptr(&self, slot: usize) -> *const Trailer {
+        let off = slot * self.layout.slot_stride() + self.layout.trailer_offset();
+        // SAFETY: in bounds of the host buffer (total_bytes covers every slot's trailer).
+        unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
+    }
+
+    /// Whether slot `slot`'s trailer holds `seq` (Acquire: then everything the kernel stored
+    /// before `seq`, after its system fence, is visible too).
+    pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
+        // SAFETY: the word is 8-byte aligned (16-byte trailer offset in a page-aligned buffer)
+        // and in bounds, and lives as long as self. The device stores it with one naturally
+        // aligned 8-byte store, single-copy atomic; the host only loads it, so an atomic view
+        // is the right one.
+        let word = unsafe {
+            AtomicU64::from_ptr(std::ptr::addr_of!((*self.trailer_ptr(slot)).seq).cast_mut())
+        };
+        word.load(Ordering::Acquire) == seq
+    }
+
+    /// The trailer of `slot`, read once the readback is complete.
+    pub(crate) fn trailer(&self, slot: usize) -> Trailer {
+        // SAFETY: as in seq_visible; the fields are plain integers.
+        unsafe { std::ptr::read_volatile(self.trailer_ptr(slot)) }
+    }
+
+    /// The bucket table of `slot` (bucketed layouts), read once the readback is complete.
+    pub(crate) fn bucket_table(&self, slot: usize) -> trailer::BucketTable {
+        let k = self.layout.buckets();
+        let off = slot * self.layout.slot_stride() + self.layout.bucket_table_offset();
+        // SAFETY: the table's 4 + k words lie in bounds of the host buffer (the layout reserves
+        // them before the trailer), 8-byte aligned; the kernel wrote them before the trailer's
+        // fence, and the caller took the acquire.
+        let words = unsafe {
+            let p = self.host.host_ptr().add(off).cast::<u64>();
+            (0..4 + k)
+                .map(|i| std::ptr::read_volatile(p.add(i)))
+                .collect::<Vec<u64>>()
+        };
+        trailer::BucketTable {
+            bad_rows: words[0],
+            bad_bucket: words[1],
+            bad_offset: words[2],
+            bad_limit: words[3],
+            counts: words[4..].to_vec(),
+        }
+    }
+
+    /// Errors unless `stream` belongs to this readback's context.
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless `event` belongs to this readback's context.
+    pub(crate) fn check_event(&self, event: &CudaEvent) -> Result<CUevent> {
+        if event.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the event" });
+        }
+        Ok(event.cu_event())
+    }
+
+    /// Errors unless the raw stream `stream` belongs to this readback's context (the null
+    /// stream stands for the current context's legacy stream). Binds the context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle or null.
+    pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        // SAFETY: per the contract.
+        let owner = unsafe { driver::stream_context(stream)? };
+        if owner != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the raw device address `ptr` is memory of this readback's context. The
+    /// context must be bound.
+    pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
+        // SAFETY: only queries the driver's bookkeeping for the address.
+        match unsafe { driver::pointer_owner(ptr)? } {
+            None => Err(Error::BadPointer {
+                what,
+                addr: ptr,
+                align: 1,
+            }),
+            Some((ctx, ordinal)) => {
+                let same_ctx = ctx.is_null() || ctx == self.ctx.cu_ctx();
+                if same_ctx && ordinal as usize == self.ctx.ordinal() {
+                    Ok(())
+                } else {
+                    Err(Error::ForeignContext { what })
+                }
+            }
+        }
+    }
+
+    /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
+    /// memory of this context. Binds the context.
+    pub(crate) fn check_raw_sources(
+        &self,
+        sources: &[ColumnSource],
+        count: RawCount,
+    ) -> Result<()> {
+        driver::bind(&self.ctx)?;
+        let what = if sources.len() == 1 {
+            "the data"
+        } else {
+            "a column's data"
+        };
+        for s in sources {
+            if s.len > 0 {
+                self.check_raw_pointer(what, s.ptr)?;
+            }
+        }
+        if count.ptr() != 0 {
+            self.check_raw_pointer("the count", count.ptr())?;
+        }
+        Ok(())
+    }
+
+    /// Errors unless `columns` match the layout and the count address suits its kind. Pure
+    /// host logic.
+    pub(crate) fn check_sources(&self, columns: &[ColumnSource], count: RawCount) -> Result<()> {
+        let want = self.layout.elem_sizes().len();
+        if columns.len() != want {
+            return Err(Error::schema(format!(
+                "this readback has {want} column(s), the enqueue gave {}",
+                columns.len()
+            )));
+        }
+        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: count.ptr(),
+                align: count.kind().size(),
+            });
+        }
+        if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
+            return Err(Error::BadPointer {
+                what: "a column's data",
+                addr: 0,
+                align: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// The pack kernel's parameter for `columns` and `count`, into slot `slot` as readback
+    /// `seq` (host-sequenced; the device-sequenced recording fills in its counter).
+    pub(super) fn pack_params(
+        &self,
+        columns: &[ColumnSource],
+        count: RawCount,
+        seq: u64,
+        slot: usize,
+    ) -> abi::srb_pack_params {
+        abi::srb_pack_params {
+            count_ptr: count.ptr(),
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            seq,
+            seq_counter: 0,
+            ring_ctl: 0,
+            slot_sync: self.sync.ptr(),
+            slot: slot as u32,
+            num_slots: self.num_slots as u32,
+            count_kind: count.kind().abi(),
+            num_columns: columns.len() as u32,
+            columns: self.abi_columns(columns),
+        }
+    }
+
+    /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
+    /// the k buckets partition), `counts` and `offsets` (k each, of `counts`' kind), into slot
+    /// `slot` as readback `seq`.
+    pub(super) fn pack_buckets_params(
+        &self,
+        columns: &[ColumnSource],
+        counts: RawCount,
+        offsets: CUdeviceptr,
+        seq: u64,
+        slot: usize,
+    ) -> abi::srb_pack_buckets_params {
+        abi::srb_pack_buckets_params {
+            counts_ptr: counts.ptr(),
+            offsets_ptr: offsets,
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            bucket_table: self.layout.bucket_table_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            seq,
+            slot_sync: self.sync.ptr(),
+            slot: slot as u32,
+            num_slots: self.num_slots as u32,
+            count_kind: counts.kind().abi(),
+            num_buckets: self.layout.buckets() as u32,
+            num_columns: columns.len() as u32,
+            reserved: 0,
+            columns: self.abi_columns(columns),
+        }
+    }
+
+    /// The kernels' column records: each source, and where its column sits in a slot.
+    fn abi_columns(&self, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
+        let mut out: [abi::srb_column; MAX_COLUMNS] = Default::default();
+        for (i, c) in columns.iter().enumerate() {
+            out[i] = abi::srb_column {
+                src: c.ptr,
+                src_len: c.len as u64,
+                dst_offset: self.layout.column_offsets()[i] as u64,
+                elem_size: self.layout.elem_sizes()[i] as u32,
+                reserved: 0,
+            };
+        }
+        out
+    }
+
+    /// The append descriptor's fields every engine fills alike: the slots, their layout and
+    /// columns, and the spill region (`rows` per slot in `buffer`, laid out as `layout`) if
+    /// any. The engine adds how the kernel takes its slot (host- or device-sequenced) and the
+    /// buckets.
+    pub(super) fn append_desc(
+        &self,
+        spill: Option<(usize, &DeviceBuffer, &SlotLayout)>,
+    ) -> abi::srb_append_desc {
+        let mut d = abi::srb_append_desc {
+            slots: self.device_slots(),
+            slot_stride: self.layout.slot_stride() as u64,
+            trailer_offset: self.layout.trailer_offset() as u64,
+            capacity: self.layout.capacity() as u64,
+            slot_sync: self.sync.ptr(),
+            num_slots: self.num_slots as u32,
+            num_columns: self.layout.elem_sizes().len() as u32,
+            ..Default::default()
+        };
+        for (i, (&off, &size)) in self
+            .layout
+            .column_offsets()
+            .iter()
+            .zip(self.layout.elem_sizes())
+            .enumerate()
+        {
+            d.column_offset[i] = off as u64;
+            d.elem_size[i] = size as u32;
+        }
+        if let Some((rows, buffer, layout)) = spill {
+            d.spill = buffer.ptr();
+            d.spill_stride = layout.slot_stride() as u64;
+            d.spill_capacity = rows as u64;
+            for (i, &off) in layout.column_offsets().iter().enumerate() {
+                d.spill_offset[i] = off as u64;
+            }
+        }
+        d
+    }
+
+    /// Launches the bucket pack kernel with `p`: one block per bucket.
+    ///
+    /// # Safety
+    /// As [`Slots::launch_pack`], for the counts, offsets and sources of `p`.
+    pub(super) unsafe fn launch_pack_buckets(
+        &self,
+        stream: CUstream,
+        mut p: abi::srb_pack_buckets_params,
+    ) -> Result<()> {
+        let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<std::ffi::c_void>()];
+        let shape = LaunchShape {
+            grid: p.num_buckets.max(1),
+            ..self.shape
+        };
+        // SAFETY: one parameter of type srb_pack_buckets_params (bindgen from the kernel's
+        // header); the rest per the contract.
+        unsafe { self.pack_buckets.launch(stream, shape, &mut args) }
+    }
+
+    /// Launches the pack kernel with `p`.
+    ///
+    /// # Safety
+    /// The context is bound, `stream` is a live stream of it, and the sources and count of `p`
+    /// are valid per the enqueue's contract until the pack has run.
+    pub(super) unsafe fn launch_pack(
+        &self,
+        stream: CUstream,
+        mut p: abi::srb_pack_params,
+    ) -> Result<()> {
+        let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<std::ffi::c_void>()];
+        // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's header); the
+        // slots and sync records belong to self; the sources per the contract; the kernel
+        // starts with griddepcontrol.wait when launched programmatically.
+        unsafe { self.pack.launch(stream, self.shape, &mut args) }
+    }
+}
+
+// The slots are shared between threads as they are: every field is Send and Sync.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<Slots>();
+};
