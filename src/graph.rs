@@ -287,7 +287,7 @@ impl GraphReadback {
         slots.check_stream(stream)?;
         let after = after.map(|e| slots.check_event(e)).transpose()?;
         // SAFETY: per the contract; the stream and event are of this context (checked).
-        unsafe { self.record_raw(stream.cu_stream(), after, sources, count) }
+        unsafe { self.record_raw_stream(stream.cu_stream(), after, sources, count) }
     }
 
     /// [`GraphReadback::record`] with raw driver handles (the C API's path, and that of
@@ -297,7 +297,7 @@ impl GraphReadback {
     ///
     /// # Safety
     /// As [`GraphReadback::record`]; `stream` and `after` are live handles of this context.
-    pub unsafe fn record_raw(
+    pub unsafe fn record_raw_stream(
         &self,
         stream: CUstream,
         after: Option<CUevent>,

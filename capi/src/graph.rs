@@ -41,7 +41,7 @@ pub unsafe extern "C" fn srb_record(
         let src = unsafe { sources(columns, lens, g.schema().len())? };
         // SAFETY: per the contract.
         unsafe {
-            g.record_raw(
+            g.record_raw_stream(
                 stream_of(stream),
                 event_of(after),
                 src.as_slice(),

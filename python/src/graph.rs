@@ -151,7 +151,7 @@ impl GraphReadback {
         // the stream object) for as long as this object lives, and never freed at all once
         // recorded unless close() is called (see Drop); the recordings of one GraphReadback
         // run one at a time when its graphs are launched on one stream, as documented.
-        unsafe { g.record_raw(inp.stream as CUstream, None, &inp.sources, inp.count) }
+        unsafe { g.record_raw_stream(inp.stream as CUstream, None, &inp.sources, inp.count) }
             .py_err(py)?;
         self.recorded.store(true, Ordering::Relaxed);
         self.keep
