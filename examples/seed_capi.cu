@@ -74,7 +74,7 @@ void communication(int * h_size, int const * d_size,
     srb_devptr column = (srb_devptr)d_array;
     size_t len = kCapacity;
     srb_check(srb_enqueue(pending.rb, copy_stream, compute_done, &column, &len, (srb_devptr)d_size,
-                          SRB_COUNT_INT32, &pending.seq),
+                          SRB_COUNT_I32, &pending.seq),
               "srb_enqueue");
     pending.h_size = h_size;
     pending.h_array = h_array;

@@ -239,7 +239,7 @@ contains
     integer(srb_devptr), intent(in) :: d_size_b, d_array_b
     type(c_ptr), intent(in) :: copy_stream_, compute_done_
     call srb_check(srb_enqueue(rb, copy_stream_, compute_done_, [d_array_b], [kCapacity], &
-      d_size_b, SRB_COUNT_INT32, pending_seq), "srb_enqueue")
+      d_size_b, SRB_COUNT_I32, pending_seq), "srb_enqueue")
     pending_slot = slot
   end subroutine communication
 

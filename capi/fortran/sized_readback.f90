@@ -118,13 +118,19 @@ module sized_readback
   !> Most buckets of one bucketed readback.
   integer(c_int), parameter, public :: SRB_MAX_BUCKETS = 256
   !> Count kind: int32_t (integer(c_int32_t) on the device, as in `int* d_size`).
-  integer(c_int), parameter, public :: SRB_COUNT_INT32 = 0
+  integer(c_int), parameter, public :: SRB_COUNT_I32 = 0
   !> Count kind: uint32_t.
-  integer(c_int), parameter, public :: SRB_COUNT_UINT32 = 1
+  integer(c_int), parameter, public :: SRB_COUNT_U32 = 1
   !> Count kind: int64_t.
-  integer(c_int), parameter, public :: SRB_COUNT_INT64 = 2
+  integer(c_int), parameter, public :: SRB_COUNT_I64 = 2
   !> Count kind: uint64_t.
-  integer(c_int), parameter, public :: SRB_COUNT_UINT64 = 3
+  integer(c_int), parameter, public :: SRB_COUNT_U64 = 3
+  !> Deprecated spellings of the count kinds (the same values), kept so that sources written
+  !> against the first release compile.
+  integer(c_int), parameter, public :: SRB_COUNT_INT32 = SRB_COUNT_I32
+  integer(c_int), parameter, public :: SRB_COUNT_UINT32 = SRB_COUNT_U32
+  integer(c_int), parameter, public :: SRB_COUNT_INT64 = SRB_COUNT_I64
+  integer(c_int), parameter, public :: SRB_COUNT_UINT64 = SRB_COUNT_U64
   !> Most columns of one readback.
   integer(c_int), parameter, public :: SRB_MAX_COLUMNS = 8
 
@@ -252,7 +258,7 @@ module sized_readback
 
     !> Host-sequenced mode: enqueues a readback of `columns(i)` (device addresses, `lens(i)`
     !> elements readable at each) sized by the count at device address `count` (of kind
-    !> `count_kind`, e.g. SRB_COUNT_INT32), on `stream`, after the event `after` (c_null_ptr if
+    !> `count_kind`, e.g. SRB_COUNT_I32), on `stream`, after the event `after` (c_null_ptr if
     !> the producer ran on `stream`). Returns at once; stores the sequence number in `seq_out`.
     !> The sources must stay allocated and unwritten until the readback completes.
     function srb_enqueue(rb, stream, after, columns, lens, count, count_kind, seq_out) &

@@ -8,7 +8,8 @@
  * capi/cmake/ and capi/pkgconfig/. Needs no CUDA header: a device pointer is an unsigned long
  * long (CUdeviceptr), a stream a struct CUstream_st * (CUstream, cudaStream_t), an event a
  * struct CUevent_st * (CUevent, cudaEvent_t), so the CUDA types pass as they are.
- * sized_readback/slot.h (installed beside this file) declares srb_append_desc.
+ * sized_readback/slot.h (installed beside this file) declares srb_append_desc and the count
+ * kinds, enum srb_count_kind: SRB_COUNT_I32, SRB_COUNT_U32, SRB_COUNT_I64, SRB_COUNT_U64.
  */
 
 #ifndef SIZED_READBACK_CAPI_H
@@ -137,17 +138,18 @@
 // Most buckets of one bucketed readback.
 #define SRB_MAX_BUCKETS 256
 
-// Count kind: `int32_t` (as in `int* d_size`).
-#define SRB_COUNT_INT32 0
+// Deprecated: `SRB_COUNT_I32` (the same value), the one spelling of the count kinds. Kept so
+// that sources written against the first release compile.
+#define SRB_COUNT_INT32 SRB_COUNT_I32
 
-// Count kind: `uint32_t`.
-#define SRB_COUNT_UINT32 1
+// Deprecated: `SRB_COUNT_U32`.
+#define SRB_COUNT_UINT32 SRB_COUNT_U32
 
-// Count kind: `int64_t`.
-#define SRB_COUNT_INT64 2
+// Deprecated: `SRB_COUNT_I64`.
+#define SRB_COUNT_INT64 SRB_COUNT_I64
 
-// Count kind: `uint64_t`.
-#define SRB_COUNT_UINT64 3
+// Deprecated: `SRB_COUNT_U64`.
+#define SRB_COUNT_UINT64 SRB_COUNT_U64
 
 // Most columns of one readback.
 #define SRB_MAX_COLUMNS 8

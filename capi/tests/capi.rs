@@ -161,7 +161,7 @@ fn capi_host_mode() -> Result<()> {
                     ptrs.as_ptr(),
                     lens.as_ptr(),
                     b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
+                    capi::SRB_COUNT_I32,
                     &mut seq,
                 );
                 ensure!(code == capi::SRB_OK, "enqueue: {code} {}", last_error());
@@ -208,7 +208,7 @@ fn capi_host_mode() -> Result<()> {
                     ptrs.as_ptr(),
                     lens.as_ptr(),
                     big_ptr,
-                    capi::SRB_COUNT_INT64,
+                    capi::SRB_COUNT_I64,
                     &mut seq
                 ) == capi::SRB_OK
             );
@@ -233,7 +233,7 @@ fn capi_host_mode() -> Result<()> {
                     ptrs.as_ptr(),
                     lens.as_ptr(),
                     b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
+                    capi::SRB_COUNT_I32,
                     &mut s2
                 ) == capi::SRB_OK
             );
@@ -246,7 +246,7 @@ fn capi_host_mode() -> Result<()> {
                     ptrs.as_ptr(),
                     lens.as_ptr(),
                     b.count.ptr(),
-                    capi::SRB_COUNT_INT32,
+                    capi::SRB_COUNT_I32,
                     &mut s3
                 ) == capi::SRB_ERR_SLOTS_EXHAUSTED
             );
@@ -263,7 +263,7 @@ fn capi_host_mode() -> Result<()> {
                     ptrs.as_ptr(),
                     lens.as_ptr(),
                     b.count.ptr() + 1,
-                    capi::SRB_COUNT_INT32,
+                    capi::SRB_COUNT_I32,
                     &mut s3
                 ) == capi::SRB_ERR_BAD_POINTER
             );
@@ -320,7 +320,7 @@ unsafe fn capture_recorded_step(
             ptrs.as_ptr(),
             lens.as_ptr(),
             b.count.ptr(),
-            capi::SRB_COUNT_INT32,
+            capi::SRB_COUNT_I32,
         )
     };
     ensure!(code == capi::SRB_OK, "record: {code} {}", last_error());
@@ -366,7 +366,7 @@ fn capi_graph_mode() -> Result<()> {
                 ptrs.as_ptr(),
                 lens.as_ptr(),
                 b.count.ptr(),
-                capi::SRB_COUNT_INT32,
+                capi::SRB_COUNT_I32,
                 &mut seq
             ) == capi::SRB_ERR_INVALID_ARGUMENT
         );
@@ -772,7 +772,7 @@ fn capi_fault_wait() -> Result<()> {
                 &dp,
                 lens.as_ptr(),
                 cp,
-                capi::SRB_COUNT_INT32,
+                capi::SRB_COUNT_I32,
                 seq,
             )
         }

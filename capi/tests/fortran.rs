@@ -109,17 +109,46 @@ fn header_functions() -> BTreeSet<String> {
     names
 }
 
-/// The header's `#define SRB_NAME value` constants (negative ones are in parentheses).
+/// `(name, value)` pairs whose value is a number or the name of another pair: each name with
+/// its number.
+fn resolve(pairs: &[(String, String)]) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = pairs
+        .iter()
+        .filter_map(|(n, v)| Some((n.clone(), v.parse().ok()?)))
+        .collect();
+    for (n, v) in pairs {
+        if let Some(&x) = out.get(v) {
+            out.insert(n.clone(), x);
+        }
+    }
+    out
+}
+
+/// The constants C sees: the header's `#define SRB_NAME value` constants (negative ones are in
+/// parentheses; an alias names another constant), and the count kinds, `enum srb_count_kind`
+/// of `sized_readback/slot.h`, which the header includes.
 fn header_constants() -> BTreeMap<String, i64> {
-    read("capi/include/sized_readback.h")
+    let mut pairs: Vec<(String, String)> = read("capi/include/sized_readback.h")
         .lines()
         .filter_map(|l| l.strip_prefix("#define SRB_"))
         .filter_map(|r| {
             let (name, value) = r.split_once(' ')?;
             let v = value.trim().trim_start_matches('(').trim_end_matches(')');
-            Some((format!("SRB_{name}"), v.parse().ok()?))
+            Some((format!("SRB_{name}"), v.to_string()))
         })
-        .collect()
+        .collect();
+    let slot = read("include/sized_readback/slot.h");
+    let kinds = slot
+        .split("enum srb_count_kind {")
+        .nth(1)
+        .and_then(|r| r.split("};").next())
+        .expect("slot.h declares enum srb_count_kind");
+    for l in kinds.lines() {
+        if let Some((name, value)) = l.trim().trim_end_matches(',').split_once(" = ") {
+            pairs.push((name.to_string(), value.to_string()));
+        }
+    }
+    resolve(&pairs)
 }
 
 /// The module's source, lowercased, with `!` comments removed (no string in it holds a `!`).
@@ -205,7 +234,7 @@ fn fortran_module_has_every_c_constant() {
         "the header parse found only {constants:?}"
     );
     let code = module_code();
-    let mut found = BTreeMap::new();
+    let mut pairs = Vec::new();
     for l in code.lines() {
         let Some((decl, rest)) = l.split_once("::") else {
             continue;
@@ -214,20 +243,30 @@ fn fortran_module_has_every_c_constant() {
             continue;
         }
         if let Some((name, value)) = rest.split_once('=') {
-            let name = name.trim().to_ascii_uppercase();
-            // (srb_devptr, a kind parameter, has no integer value.)
-            if let (true, Ok(v)) = (name.starts_with("SRB_"), value.trim().parse::<i64>()) {
+            let (name, value) = (
+                name.trim().to_ascii_uppercase(),
+                value.trim().to_ascii_uppercase(),
+            );
+            // A number, or another parameter's name (srb_devptr, a kind parameter, is neither).
+            let constant = value.parse::<i64>().is_ok() || value.starts_with("SRB_");
+            if name.starts_with("SRB_") && constant {
                 assert!(
                     decl.contains("integer(c_int)") && decl.contains("public"),
                     "{name} is not an integer(c_int), parameter, public: {l}"
                 );
-                found.insert(name, v);
+                pairs.push((name, value));
             }
         }
     }
+    let found = resolve(&pairs);
+    assert_eq!(
+        found.len(),
+        pairs.len(),
+        "a parameter of the module has no value: {pairs:?}"
+    );
     assert_eq!(
         found, constants,
-        "the module's SRB_ parameters (left) differ from the header's #defines (right)"
+        "the module's SRB_ parameters (left) differ from the header's constants (right)"
     );
 }
 

@@ -17,7 +17,7 @@ static int takes_cuda_types(srb_readback *rb, CUstream s, cudaEvent_t e) {
     srb_devptr column = 0;
     size_t len = 0;
     uint64_t seq = 0;
-    return srb_enqueue(rb, s, e, &column, &len, 0, SRB_COUNT_INT32, &seq);
+    return srb_enqueue(rb, s, e, &column, &len, 0, SRB_COUNT_I32, &seq);
 }
 #endif
 
