@@ -403,9 +403,9 @@ mod tests {
         assert!(bind_error(&s, &[src(z, 4), src(b, 4)]).contains("another schema"));
     }
 
-    /// The review's case: a clone shares the identity, so its handle for column 0 passes
-    /// the identity check; the type check stops a u8 buffer from standing in for a column
-    /// of 32-byte elements (the kernel would read 32 times its length).
+    /// A clone shares the identity, so its handle for column 0 passes the identity check;
+    /// the type check stops a u8 buffer from standing in for a column of 32-byte elements
+    /// (the kernel would read 32 times its length).
     #[test]
     fn a_clones_handle_of_another_type_is_rejected_before_any_driver_call() {
         let mut a = ColumnSchema::new();

@@ -249,9 +249,9 @@ fn columns_api_misuse() -> Result<()> {
 }
 
 /// A clone of a schema shares its identity, so its handles pass the identity check; the
-/// enqueue must still refuse a buffer whose element type is not the column's (the review's
-/// case: a `u8` buffer bound to a `[f64; 4]` column would make the kernel read 32 times the
-/// buffer's length). Also: `wait_timeout(Duration::MAX)` means no limit.
+/// enqueue must still refuse a buffer whose element type is not the column's (a `u8` buffer
+/// bound to a `[f64; 4]` column would make the kernel read 32 times the buffer's length).
+/// Also: `wait_timeout(Duration::MAX)` means no limit.
 fn columns_cloned_schema_types_are_checked() -> Result<()> {
     let ctx = ctx();
     let stream = ctx.new_stream()?;
@@ -559,9 +559,9 @@ fn graph_record_without_capture() -> Result<()> {
     Ok(())
 }
 
-/// Misuse a graph readback reports at once: taking before any recording (which used to
-/// wait forever for a trailer), and recordings that disagree with the first on the count
-/// type or the source lengths (which used to make count errors name the wrong column).
+/// Misuse a graph readback reports at once: taking before any recording (which would wait
+/// forever for a trailer), and recordings that disagree with the first on the count type or
+/// the source lengths (whose count errors would name the wrong column).
 /// Also: `next_timeout(Duration::MAX)` means no limit, and `try_next` does not wait for a
 /// consumer blocked in another thread.
 fn graph_misuse_is_reported_at_once() -> Result<()> {

@@ -94,8 +94,8 @@ fn capi_argument_errors() -> Result<()> {
             );
         }
         ensure!(rb.is_null());
-        // The message pointer stays the same across failures (it used to be freed by the
-        // next one).
+        // The message pointer stays the same across failures (C code may read it after its
+        // next call).
         let before = capi::srb_last_error();
         ensure!(
             capi::srb_poll(std::ptr::null(), 1) == capi::SRB_ERR_INVALID_ARGUMENT,
@@ -412,7 +412,7 @@ fn capi_graph_mode() -> Result<()> {
 /// Graph mode through the C ABI with several consumer threads: `srb_next` before any
 /// recording errs at once; with `timeout_ns` 0 it does not wait for a consumer blocked in
 /// another thread (`SRB_NOT_READY`); and concurrent callers each report a different replay
-/// number (the number used to be read before the consumer lock was taken).
+/// number (each number is read under the consumer lock, by the take itself).
 fn capi_graph_concurrent_consumers() -> Result<()> {
     const REPLAYS: u64 = 64;
     let ctx = ctx();

@@ -1,4 +1,4 @@
-//! The review's hole: a column of a graph replay escaping the replay, whose drop releases the
+//! A column of a graph replay escaping the replay, whose drop releases the
 //! slot to the device. It must not compile.
 use sized_readback::{Column, GraphReadback};
 
