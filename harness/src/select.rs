@@ -6,9 +6,8 @@
 //! memset, no second kernel). Rows land in no particular order, so every cycle is checked by
 //! its count and an order-independent checksum of its values.
 use crate::cuda::{self, Event};
-use crate::report::Point;
+use crate::data::{Point, Samples, M};
 use crate::stats::Summary;
-use crate::sweep::Samples;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
@@ -460,6 +459,26 @@ pub fn sweep(
     }
     rig.drain()?;
     Ok(points)
+}
+
+/// The names of the approaches, in table order.
+pub fn names() -> Vec<&'static str> {
+    Sel::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// Bandwidth at n = 16M of 16M of every approach that reads back, GB/s by name.
+pub fn bandwidth_16m(points: &[Point]) -> BTreeMap<&'static str, f64> {
+    Sel::ALL
+        .iter()
+        .filter(|&&a| a != Sel::ProducerOnly)
+        .filter_map(|a| {
+            points
+                .iter()
+                .find(|p| p.n == 16 * M && p.capacity == 16 * M)
+                .and_then(|p| p.approaches.get(a.name()))
+                .map(|x| (a.name(), x.gbps))
+        })
+        .collect()
 }
 
 #[cfg(test)]

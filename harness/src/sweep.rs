@@ -2,7 +2,7 @@
 //! by cycle. A cycle is: launch the producer, enqueue the approach's readback, wait until the
 //! host holds count and data, then check both against the host reference (untimed).
 use crate::cuda::{self, Event};
-use crate::report::PointResult;
+use crate::data::{self, GridProbe, Point, Samples, M};
 use crate::stats::Summary;
 use crate::worker::{Job, Worker};
 use anyhow::{Context, Result};
@@ -136,60 +136,6 @@ pub fn count_of(n: usize, k: u64) -> usize {
         n - 1
     } else {
         n
-    }
-}
-
-/// Raw timings and correctness of one approach at one sweep point.
-#[derive(Debug, Default, Clone)]
-pub struct Samples {
-    /// Producer launch to host holding count and data, µs.
-    pub latency: Vec<f64>,
-    /// Time the readback's enqueue calls kept the host thread (µs): before it returns, the
-    /// host can launch nothing else.
-    pub enqueue: Vec<f64>,
-    /// Time spent waiting for the result after the enqueue returned, µs.
-    pub wait: Vec<f64>,
-    /// Cycles whose count and data matched the host reference.
-    pub correct: usize,
-    /// Cycles checked.
-    pub checked: usize,
-    /// First error, if a cycle failed with one.
-    pub error: Option<String>,
-}
-
-impl Samples {
-    /// One timed cycle: the producer's launch at `t0`, the enqueue from `t1` to `t2`, the host
-    /// holding the result at `t3`, and whether the result was right.
-    pub fn record(&mut self, t0: Instant, t1: Instant, t2: Instant, t3: Instant, ok: bool) {
-        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
-        self.record_us(us(t0, t3), us(t1, t2), us(t2, t3), ok);
-    }
-
-    /// One timed cycle given as its latency, enqueue and wait times in µs.
-    pub fn record_us(&mut self, latency: f64, enqueue: f64, wait: f64, ok: bool) {
-        self.latency.push(latency);
-        self.enqueue.push(enqueue);
-        self.wait.push(wait);
-        self.checked += 1;
-        self.correct += usize::from(ok);
-    }
-
-    /// The summaries of these samples, for `n` f64 elements per cycle (the bandwidth).
-    pub fn summarize(&self, n: usize) -> PointResult {
-        let latency_us = Summary::of(&self.latency);
-        PointResult {
-            latency_us,
-            enqueue_us: Summary::of(&self.enqueue),
-            wait_us: Summary::of(&self.wait),
-            correct: self.correct,
-            checked: self.checked,
-            error: self.error.clone(),
-            gbps: if latency_us.p50 > 0.0 {
-                (n * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
-            } else {
-                0.0
-            },
-        }
     }
 }
 
@@ -579,19 +525,6 @@ impl Rig {
     }
 }
 
-/// One grid-cap measurement of the mapped pack kernel alone.
-#[derive(Debug, Clone, Serialize)]
-pub struct GridProbe {
-    /// Count copied.
-    pub n: usize,
-    /// `max_blocks` of the readback (the launch's grid, given enough bytes).
-    pub max_blocks: u32,
-    /// Enqueue to trailer seen, producer already finished: p50 µs.
-    pub p50_us: f64,
-    /// n * 8 bytes / p50, GB/s.
-    pub gbps: f64,
-}
-
 /// The mapped pack kernel alone (producer drained first), trailer wait, at count `n` for
 /// each grid cap: evidence for the launch shape. The slot capacity is `n`.
 pub fn grid_probe(
@@ -635,6 +568,39 @@ pub fn grid_probe(
         });
     }
     Ok(out)
+}
+
+/// The names of the approaches, in table order.
+pub fn names() -> Vec<&'static str> {
+    Approach::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// The counts of the small-n targets and host costs (at capacity 1M).
+pub const SMALL_NS: [usize; 4] = [1, 16, 256, 4096];
+
+/// Bandwidth at n = 16M (capacity 16M) of every approach that reads back, GB/s by name.
+pub fn bandwidth_16m(points: &[Point]) -> BTreeMap<&'static str, f64> {
+    Approach::ALL
+        .iter()
+        .filter(|a| a.reads_back())
+        .filter_map(|a| data::at(points, 16 * M, 16 * M, a.name()).map(|x| (a.name(), x.gbps)))
+        .collect()
+}
+
+/// Host cost of the enqueue at small n: for every approach that reads back, the summary of
+/// its enqueue p50s over n = 1..4096 at capacity 1M.
+pub fn enqueue_cost_small_n(points: &[Point]) -> BTreeMap<&'static str, Summary> {
+    Approach::ALL
+        .iter()
+        .filter(|a| a.reads_back())
+        .map(|a| {
+            let v: Vec<f64> = SMALL_NS
+                .iter()
+                .filter_map(|&n| data::at(points, M, n, a.name()).map(|x| x.enqueue_us.p50))
+                .collect();
+            (a.name(), Summary::of(&v))
+        })
+        .collect()
 }
 
 #[cfg(test)]
