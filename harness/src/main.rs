@@ -27,8 +27,10 @@
 //! explanation all come from that row.
 //!
 //! Latency: host clock from just before the producer's launch to the host holding count and
-//! data, every approach interleaved cycle by cycle after a warm-up; p50 and p99. Every cycle's
-//! count and data are checked against the host reference; wrong cycles are counted and shown.
+//! data; p50 and p99. After a warm-up, every repetition runs each approach once, in a shuffled
+//! order, as an untimed settle cycle then a timed one ([`schedule`]): no approach is measured
+//! in the wake of another. Every timed cycle's count and data are checked against the host
+//! reference; wrong cycles are counted and shown.
 //! Output: aligned tables on stdout, `compare.json`, `latency.svg` and `table.txt` in `--out`.
 mod costs;
 mod cuda;
@@ -43,6 +45,7 @@ mod pipeline;
 mod plan;
 mod plot;
 mod report;
+mod schedule;
 mod seed_callback;
 mod select;
 mod stats;

@@ -3,6 +3,7 @@
 //! seed's own callback (it may leave its stream stuck).
 use crate::data::{self, LoopResult, Measurements, Point, Samples, M};
 use crate::plan::{Args, CAPACITIES};
+use crate::schedule::{self, Schedule};
 use crate::sweep::{self, Approach, Rig};
 use crate::{costs, machine, pipeline, seed_callback, select, worker};
 use anyhow::Result;
@@ -61,9 +62,13 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
         module.function("hx_select_append")?,
     );
     let mut srig = select::SelectRig::new(ctx, select_dev, select_append, &CAPACITIES)?;
-    let realistic = select::sweep(&mut srig, &args.realistic_points(), &|n| {
-        args.reps_at(n as usize)
-    })?;
+    let reps_at = |n: u64| args.reps_at(n as usize);
+    let realistic = select::sweep(
+        &mut srig,
+        &args.realistic_points(),
+        args.schedule(),
+        &reps_at,
+    )?;
     let append_cost = srig.append_host_cost(M, args.append_reps())?;
     drop(srig);
 
@@ -94,16 +99,22 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
     })
 }
 
-/// The latency sweep: every approach at every point of the plan, interleaved cycle by cycle
-/// after a warm-up of every approach at every point.
+/// The latency sweep: every approach at every point of the plan, a settle cycle and a timed
+/// one per approach and repetition, in the order of [`schedule`], after three untimed
+/// repetitions at every point.
 fn latency_sweep(rig: &mut Rig, args: &Args) -> Result<Vec<Point>> {
     let plan = args.sweep_points();
-    for &(cap, n) in &plan {
-        let mut junk = Samples::default();
+    for (i, &(cap, n)) in plan.iter().enumerate() {
+        let mut junk: BTreeMap<Approach, Samples> = BTreeMap::new();
         for k in 0..3 {
-            for a in Approach::ALL {
-                rig.cycle(a, a.count_at(n, k), cap, &mut junk)?;
-            }
+            repetition(
+                rig,
+                args.schedule(),
+                (cap, n),
+                schedule::seed(i, k),
+                k,
+                &mut junk,
+            )?;
         }
     }
     let total: u64 = plan
@@ -116,18 +127,13 @@ fn latency_sweep(rig: &mut Rig, args: &Args) -> Result<Vec<Point>> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut points = Vec::new();
-    for &(cap, n) in &plan {
+    for (i, &(cap, n)) in plan.iter().enumerate() {
         bar.set_message(format!("{}/{}", data::size(cap), data::size(n)));
         let mut samples: BTreeMap<Approach, Samples> = BTreeMap::new();
         for k in 0..args.reps_at(n) as u64 {
-            for a in Approach::ALL {
-                let s = samples.entry(a).or_default();
-                if let Err(e) = rig.cycle(a, a.count_at(n, k), cap, s) {
-                    s.error.get_or_insert(format!("{e:#}"));
-                    s.checked += 1;
-                    rig.drain()?;
-                }
-            }
+            // Seeds past the warm-up's, so no repetition replays a warm-up's order.
+            let seed = schedule::seed(i, 3 + k);
+            repetition(rig, args.schedule(), (cap, n), seed, k, &mut samples)?;
             bar.inc(Approach::ALL.len() as u64);
         }
         let approaches = samples
@@ -143,6 +149,33 @@ fn latency_sweep(rig: &mut Rig, args: &Args) -> Result<Vec<Point>> {
     bar.finish_and_clear();
     rig.drain()?;
     Ok(points)
+}
+
+/// Repetition `k` at (`cap`, `n`): every approach once, in `sched`'s order for `seed`, its
+/// settle cycles (the other count of the n / n - 1 alternation, so a stale size stays stale)
+/// then a timed one into `samples`. A failed approach counts a wrong cycle, its first error
+/// kept.
+fn repetition(
+    rig: &mut Rig,
+    sched: Schedule,
+    (cap, n): (usize, usize),
+    seed: u64,
+    k: u64,
+    samples: &mut BTreeMap<Approach, Samples>,
+) -> Result<()> {
+    for i in sched.order(Approach::ALL.len(), seed) {
+        let a = Approach::ALL[i];
+        let s = samples.entry(a).or_default();
+        let pair = (0..sched.settle)
+            .try_for_each(|_| rig.cycle(a, a.count_at(n, k + 1), cap, None))
+            .and_then(|()| rig.cycle(a, a.count_at(n, k), cap, Some(&mut *s)));
+        if let Err(e) = pair {
+            s.error.get_or_insert(format!("{e:#}"));
+            s.checked += 1;
+            rig.drain()?;
+        }
+    }
+    Ok(())
 }
 
 /// The seed's loop at each kernel/CPU ratio: a warm-up of every approach, then rounds in which

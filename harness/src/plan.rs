@@ -1,5 +1,6 @@
 //! What to measure: the command line, and the points, cycles and repetitions it implies.
 use crate::data::M;
+use crate::schedule::Schedule;
 use clap::Parser;
 use std::path::PathBuf;
 
@@ -25,12 +26,28 @@ pub struct Args {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Untimed settle cycles of an approach before each of its timed cycles in the latency
+    /// sweeps (0: measure each right after whatever ran before it; for A/B checks).
+    #[arg(long, default_value_t = 1)]
+    pub settle: usize,
+    /// Run the approaches in table order in every repetition instead of a shuffled order (with
+    /// `--settle 0`, the sweeps' schedule before the settle cycles; for A/B checks).
+    #[arg(long)]
+    pub fixed_order: bool,
 }
 
 /// The capacities of the sweeps (elements per slot / copy-based capacity).
 pub const CAPACITIES: [usize; 2] = [M, 16 * M];
 
 impl Args {
+    /// How the latency sweeps order their cycles.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            settle: self.settle,
+            shuffle: !self.fixed_order,
+        }
+    }
+
     /// Timed cycles per approach at a point with n <= 64K.
     pub fn reps(&self) -> usize {
         if self.quick {
@@ -151,6 +168,9 @@ mod tests {
         assert_eq!(a.sweep_points().len(), 10);
         assert!(a.sweep_points().contains(&(16 * M, 4096)));
         assert_eq!(a.realistic_points().len(), 7);
+        assert_eq!(a.schedule(), Schedule::default());
+        let ab = Args::parse_from(["compare", "--settle", "0", "--fixed-order"]);
+        assert_eq!((ab.schedule().settle, ab.schedule().shuffle), (0, false));
         let q = Args::parse_from(["compare", "--quick", "--extended"]);
         assert_eq!(q.reps(), 200);
         assert_eq!(q.sweep_points().len(), 6 + 13);

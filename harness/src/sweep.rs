@@ -1,6 +1,8 @@
-//! The latency sweep: one producer kernel, the same data, every approach, interleaved cycle
-//! by cycle. A cycle is: launch the producer, enqueue the approach's readback, wait until the
-//! host holds count and data, then check both against the host reference (untimed).
+//! The latency sweep: one producer kernel, the same data, every approach, interleaved
+//! repetition by repetition in the order [`crate::schedule`] sets (each timed cycle right
+//! after a settle cycle of its own approach). A timed cycle is: launch the producer, enqueue
+//! the approach's readback, wait until the host holds count and data, then check both against
+//! the host reference (untimed).
 use crate::cuda::{self, Event};
 use crate::data::{self, GridProbe, Point, Samples, M};
 use crate::stats::Summary;
@@ -126,7 +128,9 @@ impl Approach {
 
 /// Iterations of the criterion-way oracle per cycle of the sweep: run back to back and timed
 /// with one host clock around all of them, as criterion times its batches; their mean is one
-/// sample.
+/// sample. Each iteration ends with an event synchronize and a read, as the bench's
+/// `Rig::oracle` does, so the next one's launch waits for it: nothing overlaps, and the mean
+/// is one readback's latency, warm.
 pub const CRITERION_BATCH: u32 = 8;
 
 /// The count of cycle `k` at sweep point `n`: n, alternating with n - 1 (n >= 2), so a size
@@ -340,16 +344,26 @@ impl Rig {
         })
     }
 
-    /// One timed cycle of approach `a`: count `n`, capacity `cap`. Adds to `out`.
-    pub fn cycle(&mut self, a: Approach, n: usize, cap: usize, out: &mut Samples) -> Result<()> {
+    /// One cycle of approach `a`: count `n`, capacity `cap`. Timed, checked and added to
+    /// `out` if given; else a settle cycle (see [`crate::schedule`]): the same launches,
+    /// copies and wait, untimed, and the host reads none of the data. A settle cycle's error
+    /// is returned; a timed cycle's readback error is recorded as a wrong cycle.
+    pub fn cycle(
+        &mut self,
+        a: Approach,
+        n: usize,
+        cap: usize,
+        mut out: Option<&mut Samples>,
+    ) -> Result<()> {
         if a == Approach::OracleCriterionWay {
             return self.oracle_criterion_way(n, out);
         }
+        let timed = out.is_some();
         let s = self.stream();
         let h = self.dst(a);
         let hc = self.h_count(a);
         let (dd, dc) = (self.d_data(), self.d_count());
-        if a == Approach::OracleAfterHostRead {
+        if a == Approach::OracleAfterHostRead && timed {
             // What over_copy's check did to the oracle's destination when they shared one: the
             // host reads its first n elements just before the cycle (untimed).
             // SAFETY: h holds max_n pinned doubles; no copy into it is in flight (its last one
@@ -371,7 +385,7 @@ impl Rig {
                 t2 = Instant::now();
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
-                ok = true;
+                ok = timed;
             }
             Approach::Naive
             | Approach::Sync
@@ -404,6 +418,9 @@ impl Rig {
                 t2 = Instant::now();
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
+                if !timed {
+                    return Ok(());
+                }
                 let count = if knows_n {
                     n
                 } else {
@@ -433,6 +450,9 @@ impl Rig {
                 t2 = Instant::now();
                 self.worker.wait(self.worker_done.0)?;
                 t3 = Instant::now();
+                if !timed {
+                    return Ok(());
+                }
                 // SAFETY: hc is this approach's pinned i32; its copy completed before the
                 // worker ran, and the worker's event was waited for above.
                 let count = unsafe { std::ptr::read_volatile(hc) }.max(0) as usize;
@@ -460,16 +480,20 @@ impl Rig {
                 t2 = Instant::now();
                 let r = ticket.wait();
                 t3 = Instant::now();
-                ok = match r {
-                    Ok(r) => verdict(r.count(), r.as_slice()),
-                    Err(e) => {
+                ok = match (r, out.as_deref_mut()) {
+                    (Ok(r), Some(_)) => verdict(r.count(), r.as_slice()),
+                    (Ok(_), None) => false,
+                    (Err(e), Some(out)) => {
                         out.error.get_or_insert(format!("{e}"));
                         false
                     }
+                    (Err(e), None) => return Err(e.into()),
                 };
             }
         }
-        out.record(t0, t1, t2, t3, ok);
+        if let Some(out) = out {
+            out.record(t0, t1, t2, t3, ok);
+        }
         Ok(())
     }
 
@@ -480,16 +504,17 @@ impl Rig {
     /// around the batch, as criterion times its batches; latency, enqueue (copy + record) and
     /// wait (synchronize + read) are the batch's means. Checked as far as the bench reads: the
     /// last element of every iteration, and the first of the last one (the host reads nothing
-    /// else of its destination).
-    fn oracle_criterion_way(&mut self, n: usize, out: &mut Samples) -> Result<()> {
+    /// else of its destination). Without `out`, a settle cycle: one iteration, not recorded.
+    fn oracle_criterion_way(&mut self, n: usize, out: Option<&mut Samples>) -> Result<()> {
         let s = self.stream();
         let h = self.dst(Approach::OracleCriterionWay);
         let (dd, dc) = (self.d_data(), self.d_count());
         let mut ok = n >= 1 && n <= self.max_n;
         let (mut enqueue, mut wait) = (0.0, 0.0);
         let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        let iterations = if out.is_some() { CRITERION_BATCH } else { 1 };
         let t0 = Instant::now();
-        for _ in 0..CRITERION_BATCH {
+        for _ in 0..iterations {
             self.cycle += 1;
             let cycle = self.cycle;
             cuda::produce_bench(&self.produce_bench, s, self.sms, dd, dc, n as u64, cycle)?;
@@ -512,6 +537,7 @@ impl Rig {
             wait += us(t2, t3);
         }
         let t_end = Instant::now();
+        let Some(out) = out else { return Ok(()) };
         // SAFETY: the last copy completed (event synchronized above).
         ok &= unsafe { std::ptr::read_volatile(h) } == cuda::expected(0, self.cycle);
         let k = f64::from(CRITERION_BATCH);

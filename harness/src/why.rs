@@ -8,13 +8,15 @@ use crate::sweep::{Approach, SMALL_NS};
 
 /// What the oracle agreement guards, said whether it holds.
 pub const ORACLE_AGREEMENT_GUARDS: &str =
-    "guards the baseline every crate/oracle target divides by: the \
-     harness's oracle (interleaved cycle by cycle with the other approaches, one cycle per sample, \
-     p50, every element checked) must measure what the criterion bench's oracle measures (its \
-     producer srb_produce_f64, back-to-back iterations, the batch's mean, one element read); it \
-     did not while the copy-based approaches shared one destination, which over_copy's check had \
-     just read on the host before the oracle's copy landed in it (35.95 µs against criterion's \
-     22.4-25.5 µs at 64K)";
+    "guards the baseline every crate/oracle target divides by: the harness's oracle (one timed \
+     cycle per sample, right after an untimed settle cycle of its own, the approaches in a \
+     shuffled order each repetition, p50, every element checked) must measure what the criterion \
+     bench's oracle measures (its producer srb_produce_f64, iterations back to back, each complete \
+     before the next, the batch's mean, one element read); it did not while the copy-based \
+     approaches shared one destination, which over_copy's check had just read on the host before \
+     the oracle's copy landed in it (35.95 µs against criterion's 22.4-25.5 µs at 64K), nor while \
+     the approaches ran in one fixed order, the oracle always right after over_copy's \
+     whole-capacity copy (18.13 µs against 13.10 at 16M/4K in run bd0c3a9)";
 
 /// One kind of explanation of a missed target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
