@@ -1,22 +1,50 @@
 //! Host cost of one enqueue, and of the driver calls it is made of: the "why" behind the
 //! enqueue target. Each call is timed alone with the stream otherwise idle, then drained.
 use crate::cuda::{self, Event};
+use crate::data::Costs;
 use crate::stats::Summary;
 use crate::sweep::Rig;
 use anyhow::Result;
-use serde::Serialize;
 use sized_readback::cudarc::driver::sys;
 use sized_readback::testing::Kernel;
 use sized_readback::LaunchShape;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// p50/p99 µs of each call, by name.
-#[derive(Debug, Serialize)]
-pub struct Costs {
-    /// Per call.
-    pub calls: BTreeMap<&'static str, Summary>,
-}
+/// The crate's safe enqueue, alone on an idle stream (the producer finished before it).
+pub const ENQUEUE: &str = "Readback::enqueue (safe API)";
+/// The crate's safe enqueue right after the producer's launch (the producer may still run).
+pub const ENQUEUE_AFTER_LAUNCH: &str = "Readback::enqueue (safe API), after the producer's launch";
+/// The crate's enqueue through checked raw pointers, idle stream.
+pub const ENQUEUE_RAW: &str = "Readback::enqueue_raw (checked raw pointers)";
+/// A plain launch of the producer.
+pub const PRODUCER_LAUNCH: &str = "cuLaunchKernelEx (producer, 1 block)";
+/// The driver calls of one enqueue and nothing else.
+pub const DRIVER_FLOOR: &str = "driver floor of one enqueue (5 calls, idle stream)";
+/// One event record.
+pub const EVENT_RECORD: &str = "cuEventRecord";
+/// One stream wait on an event.
+pub const STREAM_WAIT: &str = "cuStreamWaitEvent";
+/// One query of a completed event.
+pub const EVENT_QUERY: &str = "cuEventQuery (completed event)";
+/// One pointer-attribute lookup.
+pub const POINTER_ATTRIBUTES: &str = "cuPointerGetAttributes";
+/// One 8-byte device-to-host copy's enqueue.
+pub const SMALL_COPY: &str = "cuMemcpyDtoHAsync (8 bytes)";
+
+/// Every call [`measure`] times (the keys of [`Costs::calls`]).
+pub const CALLS: [&str; 10] = [
+    ENQUEUE,
+    ENQUEUE_AFTER_LAUNCH,
+    ENQUEUE_RAW,
+    PRODUCER_LAUNCH,
+    DRIVER_FLOOR,
+    EVENT_RECORD,
+    STREAM_WAIT,
+    EVENT_QUERY,
+    POINTER_ATTRIBUTES,
+    SMALL_COPY,
+];
 
 /// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1). `floor` is
 /// `hx_param408_kernel`, for the driver-call floor of one enqueue.
@@ -37,7 +65,7 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         rig.drain()?;
         let t0 = Instant::now();
         let t = rig.enqueue(rig.mapped_trailer(cap)?)?;
-        time("Readback::enqueue (safe API)", t0);
+        time(ENQUEUE, t0);
         anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
         drop(t);
 
@@ -45,10 +73,7 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         rig.produce(1)?;
         let t0 = Instant::now();
         let t = rig.enqueue(rig.mapped_trailer(cap)?)?;
-        time(
-            "Readback::enqueue (safe API), after the producer's launch",
-            t0,
-        );
+        time(ENQUEUE_AFTER_LAUNCH, t0);
         anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
         drop(t);
 
@@ -56,14 +81,14 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         rig.drain()?;
         let t0 = Instant::now();
         let t = rig.enqueue_raw(rig.mapped_trailer(cap)?)?;
-        time("Readback::enqueue_raw (checked raw pointers)", t0);
+        time(ENQUEUE_RAW, t0);
         anyhow::ensure!(t.wait()?.count() == 1, "enqueue cost: wrong count");
         drop(t);
         rig.drain()?;
 
         let t0 = Instant::now();
         rig.produce(1)?;
-        time("cuLaunchKernelEx (producer, 1 block)", t0);
+        time(PRODUCER_LAUNCH, t0);
         rig.drain()?;
 
         // The driver calls of one enqueue and nothing else, as the crate makes them: the
@@ -92,38 +117,38 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
             floor.launch(s, shape, &mut args)?;
             cuda::record(ev.0, s)?;
         }
-        time("driver floor of one enqueue (5 calls, idle stream)", t0);
+        time(DRIVER_FLOOR, t0);
         rig.drain()?;
 
         let t0 = Instant::now();
         cuda::record(ev.0, s)?;
-        time("cuEventRecord", t0);
+        time(EVENT_RECORD, t0);
         let t0 = Instant::now();
         cuda::stream_wait(s, ev.0)?;
-        time("cuStreamWaitEvent", t0);
+        time(STREAM_WAIT, t0);
         rig.drain()?;
         let t0 = Instant::now();
         // SAFETY: a live event of the current context.
         let done = unsafe { crate::cuda::event_query(ev.0)? };
-        time("cuEventQuery (completed event)", t0);
+        time(EVENT_QUERY, t0);
         anyhow::ensure!(done, "the drained event is not complete");
 
         let t0 = Instant::now();
         // SAFETY: the data is device memory of the current context.
         let owner = unsafe { crate::cuda::pointer_owner(rig.d_data())? };
-        time("cuPointerGetAttributes", t0);
+        time(POINTER_ATTRIBUTES, t0);
         anyhow::ensure!(owner.is_some(), "the driver does not know the data buffer");
 
         let t0 = Instant::now();
         // SAFETY: h_data holds max_n pinned doubles, d_data max_n device doubles.
         unsafe { cuda::dtoh(h.cast(), rig.d_data(), 8, s)? };
-        time("cuMemcpyDtoHAsync (8 bytes)", t0);
+        time(SMALL_COPY, t0);
         rig.drain()?;
     }
     Ok(Costs {
-        calls: calls
-            .into_iter()
-            .map(|(k, v)| (k, Summary::of(&v[10..])))
+        calls: CALLS
+            .iter()
+            .filter_map(|&k| calls.get(k).map(|v| (k, Summary::of(&v[10..]))))
             .collect(),
     })
 }

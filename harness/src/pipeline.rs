@@ -2,10 +2,10 @@
 //! k-1 enqueued, then kernel k launched as early as the approach allows, then the host waits
 //! for the readback and does its CPU work. Cycles per second for each approach.
 use crate::cuda::{self, Event};
+use crate::data::LoopResult;
 use crate::sweep::Approach;
 use crate::worker::{Job, Worker};
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::{DeviceBuffer, PinnedBuffer};
@@ -30,25 +30,6 @@ pub const APPROACHES: [Approach; 6] = [
     Approach::Staged,
     Approach::Append,
 ];
-
-/// One measurement of the loop.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoopResult {
-    /// Approach name.
-    pub approach: &'static str,
-    /// Kernel busy time, µs.
-    pub kernel_us: f64,
-    /// Host CPU work per cycle, µs.
-    pub cpu_us: f64,
-    /// Cycles run (readbacks received).
-    pub cycles: usize,
-    /// Wall time, s.
-    pub seconds: f64,
-    /// Cycles per second.
-    pub cycles_per_s: f64,
-    /// Readbacks whose count and data matched.
-    pub correct: usize,
-}
 
 /// Streams, events, buffers and readbacks of the loop.
 pub struct Loop {

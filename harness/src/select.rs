@@ -6,9 +6,9 @@
 //! memset, no second kernel). Rows land in no particular order, so every cycle is checked by
 //! its count and an order-independent checksum of its values.
 use crate::cuda::{self, Event};
-use crate::report::Point;
+use crate::data::{Point, Samples, M};
+use crate::schedule::{self, Schedule};
 use crate::stats::Summary;
-use crate::sweep::Samples;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
@@ -288,15 +288,19 @@ impl SelectRig {
             .with_context(|| format!("no readback of capacity {cap}"))
     }
 
-    /// One timed cycle of `a`: `keep` of `n_cand` candidates, capacity `cap`.
+    /// One cycle of `a`: `keep` of `n_cand` candidates, capacity `cap`. Timed, checked and
+    /// added to `out` if given; else a settle cycle (see [`crate::schedule`]): the same
+    /// launches, copies and wait, untimed, and the host reads none of the rows. A settle
+    /// cycle's error is returned; a timed cycle's readback error is recorded as a wrong cycle.
     fn cycle(
         &mut self,
         a: Sel,
         n_cand: u64,
         keep: u64,
         cap: usize,
-        out: &mut Samples,
+        mut out: Option<&mut Samples>,
     ) -> Result<()> {
+        let timed = out.is_some();
         self.cycle += 1;
         let cycle = self.cycle;
         let want = *self
@@ -338,6 +342,7 @@ impl SelectRig {
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
                 ok = match a {
+                    _ if !timed => false,
                     Sel::ProducerOnly => true,
                     _ => {
                         // SAFETY: the copies completed (event synchronized).
@@ -359,12 +364,14 @@ impl SelectRig {
                 t2 = Instant::now();
                 let r = ticket.wait();
                 t3 = Instant::now();
-                ok = match r {
-                    Ok(r) => check(r.count(), r.as_slice()),
-                    Err(e) => {
+                ok = match (r, out.as_deref_mut()) {
+                    (Ok(r), Some(_)) => check(r.count(), r.as_slice()),
+                    (Ok(_), None) => false,
+                    (Err(e), Some(out)) => {
                         out.error.get_or_insert(e.to_string());
                         false
                     }
+                    (Err(e), None) => return Err(e.into()),
                 };
             }
             Sel::Append | Sel::AppendStaged => {
@@ -376,24 +383,53 @@ impl SelectRig {
                 t2 = t1;
                 let r = ticket.wait();
                 t3 = Instant::now();
-                ok = match r {
-                    Ok(r) => {
+                ok = match (r, out.as_deref_mut()) {
+                    (Ok(r), Some(_)) => {
                         let v = r.column_as::<f64>(0)?;
                         check(r.count(), v)
                     }
-                    Err(e) => {
+                    (Ok(_), None) => false,
+                    (Err(e), Some(out)) => {
                         out.error.get_or_insert(e.to_string());
                         false
                     }
+                    (Err(e), None) => return Err(e.into()),
                 };
             }
         }
-        out.record(t0, t1, t2, t3, ok);
+        if let Some(out) = out {
+            out.record(t0, t1, t2, t3, ok);
+        }
         Ok(())
     }
 
     pub fn drain(&self) -> Result<()> {
         cuda::stream_sync(self.s())
+    }
+
+    /// One repetition: every approach once, in `sched`'s order for `seed`, its settle cycles
+    /// then a timed one into `samples`. A failed approach counts a wrong cycle, its first
+    /// error kept.
+    fn repetition(
+        &mut self,
+        sched: Schedule,
+        (cap, n_cand, keep): (usize, u64, u64),
+        seed: u64,
+        samples: &mut BTreeMap<Sel, Samples>,
+    ) -> Result<()> {
+        for i in sched.order(Sel::ALL.len(), seed) {
+            let a = Sel::ALL[i];
+            let s = samples.entry(a).or_default();
+            let pair = (0..sched.settle)
+                .try_for_each(|_| self.cycle(a, n_cand, keep, cap, None))
+                .and_then(|()| self.cycle(a, n_cand, keep, cap, Some(&mut *s)));
+            if let Err(e) = pair {
+                s.error.get_or_insert(format!("{e:#}"));
+                s.checked += 1;
+                self.drain()?;
+            }
+        }
+        Ok(())
     }
 
     /// Host cost of one append reservation (`begin`) plus its completion (`launched`), the
@@ -420,33 +456,28 @@ impl SelectRig {
     }
 }
 
-/// The realistic sweep: every approach at every point, interleaved cycle by cycle after a
-/// warm-up. Returns the points (capacity, n) with their results.
+/// The realistic sweep: every approach at every point, a settle cycle and a timed one per
+/// approach and repetition, in the order of [`schedule`], after three untimed repetitions at
+/// every point. Returns the points (capacity, n) with their results.
 pub fn sweep(
     rig: &mut SelectRig,
     plan: &[(usize, u64, u64)],
+    sched: Schedule,
     reps_at: &dyn Fn(u64) -> usize,
 ) -> Result<Vec<Point>> {
-    for &(cap, n_cand, keep) in plan {
-        let mut junk = Samples::default();
-        for _ in 0..3 {
-            for a in Sel::ALL {
-                rig.cycle(a, n_cand, keep, cap, &mut junk)?;
-            }
+    for (i, &(cap, n_cand, keep)) in plan.iter().enumerate() {
+        let mut junk = BTreeMap::new();
+        for k in 0..3 {
+            rig.repetition(sched, (cap, n_cand, keep), schedule::seed(i, k), &mut junk)?;
         }
     }
     let mut points = Vec::new();
-    for &(cap, n_cand, keep) in plan {
+    for (i, &(cap, n_cand, keep)) in plan.iter().enumerate() {
         let mut samples: BTreeMap<Sel, Samples> = BTreeMap::new();
-        for _ in 0..reps_at(keep) {
-            for a in Sel::ALL {
-                let s = samples.entry(a).or_default();
-                if let Err(e) = rig.cycle(a, n_cand, keep, cap, s) {
-                    s.error.get_or_insert(format!("{e:#}"));
-                    s.checked += 1;
-                    rig.drain()?;
-                }
-            }
+        for k in 0..reps_at(keep) as u64 {
+            // Seeds past the warm-up's, so no repetition replays a warm-up's order.
+            let seed = schedule::seed(i, 3 + k);
+            rig.repetition(sched, (cap, n_cand, keep), seed, &mut samples)?;
         }
         let approaches = samples
             .iter()
@@ -460,6 +491,26 @@ pub fn sweep(
     }
     rig.drain()?;
     Ok(points)
+}
+
+/// The names of the approaches, in table order.
+pub fn names() -> Vec<&'static str> {
+    Sel::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// Bandwidth at n = 16M of 16M of every approach that reads back, GB/s by name.
+pub fn bandwidth_16m(points: &[Point]) -> BTreeMap<&'static str, f64> {
+    Sel::ALL
+        .iter()
+        .filter(|&&a| a != Sel::ProducerOnly)
+        .filter_map(|a| {
+            points
+                .iter()
+                .find(|p| p.n == 16 * M && p.capacity == 16 * M)
+                .and_then(|p| p.approaches.get(a.name()))
+                .map(|x| (a.name(), x.gbps))
+        })
+        .collect()
 }
 
 #[cfg(test)]

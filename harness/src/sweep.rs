@@ -1,8 +1,10 @@
-//! The latency sweep: one producer kernel, the same data, every approach, interleaved cycle
-//! by cycle. A cycle is: launch the producer, enqueue the approach's readback, wait until the
-//! host holds count and data, then check both against the host reference (untimed).
+//! The latency sweep: one producer kernel, the same data, every approach, interleaved
+//! repetition by repetition in the order [`crate::schedule`] sets (each timed cycle right
+//! after a settle cycle of its own approach). A timed cycle is: launch the producer, enqueue
+//! the approach's readback, wait until the host holds count and data, then check both against
+//! the host reference (untimed).
 use crate::cuda::{self, Event};
-use crate::report::PointResult;
+use crate::data::{self, GridProbe, Point, Samples, M};
 use crate::stats::Summary;
 use crate::worker::{Job, Worker};
 use anyhow::{Context, Result};
@@ -126,7 +128,9 @@ impl Approach {
 
 /// Iterations of the criterion-way oracle per cycle of the sweep: run back to back and timed
 /// with one host clock around all of them, as criterion times its batches; their mean is one
-/// sample.
+/// sample. Each iteration ends with an event synchronize and a read, as the bench's
+/// `Rig::oracle` does, so the next one's launch waits for it: nothing overlaps, and the mean
+/// is one readback's latency, warm.
 pub const CRITERION_BATCH: u32 = 8;
 
 /// The count of cycle `k` at sweep point `n`: n, alternating with n - 1 (n >= 2), so a size
@@ -136,60 +140,6 @@ pub fn count_of(n: usize, k: u64) -> usize {
         n - 1
     } else {
         n
-    }
-}
-
-/// Raw timings and correctness of one approach at one sweep point.
-#[derive(Debug, Default, Clone)]
-pub struct Samples {
-    /// Producer launch to host holding count and data, µs.
-    pub latency: Vec<f64>,
-    /// Time the readback's enqueue calls kept the host thread (µs): before it returns, the
-    /// host can launch nothing else.
-    pub enqueue: Vec<f64>,
-    /// Time spent waiting for the result after the enqueue returned, µs.
-    pub wait: Vec<f64>,
-    /// Cycles whose count and data matched the host reference.
-    pub correct: usize,
-    /// Cycles checked.
-    pub checked: usize,
-    /// First error, if a cycle failed with one.
-    pub error: Option<String>,
-}
-
-impl Samples {
-    /// One timed cycle: the producer's launch at `t0`, the enqueue from `t1` to `t2`, the host
-    /// holding the result at `t3`, and whether the result was right.
-    pub fn record(&mut self, t0: Instant, t1: Instant, t2: Instant, t3: Instant, ok: bool) {
-        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
-        self.record_us(us(t0, t3), us(t1, t2), us(t2, t3), ok);
-    }
-
-    /// One timed cycle given as its latency, enqueue and wait times in µs.
-    pub fn record_us(&mut self, latency: f64, enqueue: f64, wait: f64, ok: bool) {
-        self.latency.push(latency);
-        self.enqueue.push(enqueue);
-        self.wait.push(wait);
-        self.checked += 1;
-        self.correct += usize::from(ok);
-    }
-
-    /// The summaries of these samples, for `n` f64 elements per cycle (the bandwidth).
-    pub fn summarize(&self, n: usize) -> PointResult {
-        let latency_us = Summary::of(&self.latency);
-        PointResult {
-            latency_us,
-            enqueue_us: Summary::of(&self.enqueue),
-            wait_us: Summary::of(&self.wait),
-            correct: self.correct,
-            checked: self.checked,
-            error: self.error.clone(),
-            gbps: if latency_us.p50 > 0.0 {
-                (n * 8) as f64 / (latency_us.p50 * 1e-6) / 1e9
-            } else {
-                0.0
-            },
-        }
     }
 }
 
@@ -394,16 +344,26 @@ impl Rig {
         })
     }
 
-    /// One timed cycle of approach `a`: count `n`, capacity `cap`. Adds to `out`.
-    pub fn cycle(&mut self, a: Approach, n: usize, cap: usize, out: &mut Samples) -> Result<()> {
+    /// One cycle of approach `a`: count `n`, capacity `cap`. Timed, checked and added to
+    /// `out` if given; else a settle cycle (see [`crate::schedule`]): the same launches,
+    /// copies and wait, untimed, and the host reads none of the data. A settle cycle's error
+    /// is returned; a timed cycle's readback error is recorded as a wrong cycle.
+    pub fn cycle(
+        &mut self,
+        a: Approach,
+        n: usize,
+        cap: usize,
+        mut out: Option<&mut Samples>,
+    ) -> Result<()> {
         if a == Approach::OracleCriterionWay {
             return self.oracle_criterion_way(n, out);
         }
+        let timed = out.is_some();
         let s = self.stream();
         let h = self.dst(a);
         let hc = self.h_count(a);
         let (dd, dc) = (self.d_data(), self.d_count());
-        if a == Approach::OracleAfterHostRead {
+        if a == Approach::OracleAfterHostRead && timed {
             // What over_copy's check did to the oracle's destination when they shared one: the
             // host reads its first n elements just before the cycle (untimed).
             // SAFETY: h holds max_n pinned doubles; no copy into it is in flight (its last one
@@ -425,7 +385,7 @@ impl Rig {
                 t2 = Instant::now();
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
-                ok = true;
+                ok = timed;
             }
             Approach::Naive
             | Approach::Sync
@@ -458,6 +418,9 @@ impl Rig {
                 t2 = Instant::now();
                 cuda::event_sync(self.done.0)?;
                 t3 = Instant::now();
+                if !timed {
+                    return Ok(());
+                }
                 let count = if knows_n {
                     n
                 } else {
@@ -487,6 +450,9 @@ impl Rig {
                 t2 = Instant::now();
                 self.worker.wait(self.worker_done.0)?;
                 t3 = Instant::now();
+                if !timed {
+                    return Ok(());
+                }
                 // SAFETY: hc is this approach's pinned i32; its copy completed before the
                 // worker ran, and the worker's event was waited for above.
                 let count = unsafe { std::ptr::read_volatile(hc) }.max(0) as usize;
@@ -514,16 +480,20 @@ impl Rig {
                 t2 = Instant::now();
                 let r = ticket.wait();
                 t3 = Instant::now();
-                ok = match r {
-                    Ok(r) => verdict(r.count(), r.as_slice()),
-                    Err(e) => {
+                ok = match (r, out.as_deref_mut()) {
+                    (Ok(r), Some(_)) => verdict(r.count(), r.as_slice()),
+                    (Ok(_), None) => false,
+                    (Err(e), Some(out)) => {
                         out.error.get_or_insert(format!("{e}"));
                         false
                     }
+                    (Err(e), None) => return Err(e.into()),
                 };
             }
         }
-        out.record(t0, t1, t2, t3, ok);
+        if let Some(out) = out {
+            out.record(t0, t1, t2, t3, ok);
+        }
         Ok(())
     }
 
@@ -534,16 +504,17 @@ impl Rig {
     /// around the batch, as criterion times its batches; latency, enqueue (copy + record) and
     /// wait (synchronize + read) are the batch's means. Checked as far as the bench reads: the
     /// last element of every iteration, and the first of the last one (the host reads nothing
-    /// else of its destination).
-    fn oracle_criterion_way(&mut self, n: usize, out: &mut Samples) -> Result<()> {
+    /// else of its destination). Without `out`, a settle cycle: one iteration, not recorded.
+    fn oracle_criterion_way(&mut self, n: usize, out: Option<&mut Samples>) -> Result<()> {
         let s = self.stream();
         let h = self.dst(Approach::OracleCriterionWay);
         let (dd, dc) = (self.d_data(), self.d_count());
         let mut ok = n >= 1 && n <= self.max_n;
         let (mut enqueue, mut wait) = (0.0, 0.0);
         let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        let iterations = if out.is_some() { CRITERION_BATCH } else { 1 };
         let t0 = Instant::now();
-        for _ in 0..CRITERION_BATCH {
+        for _ in 0..iterations {
             self.cycle += 1;
             let cycle = self.cycle;
             cuda::produce_bench(&self.produce_bench, s, self.sms, dd, dc, n as u64, cycle)?;
@@ -566,6 +537,7 @@ impl Rig {
             wait += us(t2, t3);
         }
         let t_end = Instant::now();
+        let Some(out) = out else { return Ok(()) };
         // SAFETY: the last copy completed (event synchronized above).
         ok &= unsafe { std::ptr::read_volatile(h) } == cuda::expected(0, self.cycle);
         let k = f64::from(CRITERION_BATCH);
@@ -577,19 +549,6 @@ impl Rig {
     pub fn drain(&self) -> Result<()> {
         cuda::stream_sync(self.stream())
     }
-}
-
-/// One grid-cap measurement of the mapped pack kernel alone.
-#[derive(Debug, Clone, Serialize)]
-pub struct GridProbe {
-    /// Count copied.
-    pub n: usize,
-    /// `max_blocks` of the readback (the launch's grid, given enough bytes).
-    pub max_blocks: u32,
-    /// Enqueue to trailer seen, producer already finished: p50 µs.
-    pub p50_us: f64,
-    /// n * 8 bytes / p50, GB/s.
-    pub gbps: f64,
 }
 
 /// The mapped pack kernel alone (producer drained first), trailer wait, at count `n` for
@@ -635,6 +594,39 @@ pub fn grid_probe(
         });
     }
     Ok(out)
+}
+
+/// The names of the approaches, in table order.
+pub fn names() -> Vec<&'static str> {
+    Approach::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// The counts of the small-n targets and host costs (at capacity 1M).
+pub const SMALL_NS: [usize; 4] = [1, 16, 256, 4096];
+
+/// Bandwidth at n = 16M (capacity 16M) of every approach that reads back, GB/s by name.
+pub fn bandwidth_16m(points: &[Point]) -> BTreeMap<&'static str, f64> {
+    Approach::ALL
+        .iter()
+        .filter(|a| a.reads_back())
+        .filter_map(|a| data::at(points, 16 * M, 16 * M, a.name()).map(|x| (a.name(), x.gbps)))
+        .collect()
+}
+
+/// Host cost of the enqueue at small n: for every approach that reads back, the summary of
+/// its enqueue p50s over n = 1..4096 at capacity 1M.
+pub fn enqueue_cost_small_n(points: &[Point]) -> BTreeMap<&'static str, Summary> {
+    Approach::ALL
+        .iter()
+        .filter(|a| a.reads_back())
+        .map(|a| {
+            let v: Vec<f64> = SMALL_NS
+                .iter()
+                .filter_map(|&n| data::at(points, M, n, a.name()).map(|x| x.enqueue_us.p50))
+                .collect();
+            (a.name(), Summary::of(&v))
+        })
+        .collect()
 }
 
 #[cfg(test)]

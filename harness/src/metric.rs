@@ -1,0 +1,375 @@
+//! What a target measures. A [`TargetId`] names one comparison, its parameters being the
+//! approaches compared; it gives the target's name (the `name` in the report and the JSON,
+//! unchanged since the committed runs) and computes the target's value from a run's
+//! [`Measurements`].
+use crate::costs;
+use crate::data::{self, size, Measurements, Point, PointResult, M};
+use crate::select::{self, Sel};
+use crate::sweep::{self, Approach, SMALL_NS};
+use std::fmt;
+
+/// The crate's default mode: "crate" in the targets' names.
+pub const CRATE: Approach = Approach::MappedTrailer;
+
+/// The counts a realistic-producer ratio is taken over (its worst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counts {
+    /// n = 1, 16, 256, 4096.
+    Small,
+    /// n = 64K.
+    At64K,
+}
+
+impl Counts {
+    /// The counts.
+    pub fn ns(self) -> &'static [usize] {
+        match self {
+            Counts::Small => &SMALL_NS,
+            Counts::At64K => &[65536],
+        }
+    }
+}
+
+/// One comparison of a run's measurements: what a target measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetId {
+    /// p50 of `.0` over p50 of `.1`, the worst over n = 1..4096 at capacity 1M.
+    SmallN(Approach, Approach),
+    /// over_copy's p50 over the crate's at n = 4096, capacity 16M.
+    OverCopy,
+    /// Bandwidth of `.0` over the oracle's at n = 16M (capacity 16M).
+    Bandwidth16M(Approach),
+    /// The seed loop's cycles/s with `.0` over sync's, kernels of `.1` µs, CPU work of `.2` µs.
+    SeedLoop(Approach, u32, u32),
+    /// The realistic producer: p50 of `.0` over p50 of `.1`, the worst over the counts `.2`.
+    Realistic(Sel, Sel, Counts),
+    /// The realistic producer: bandwidth of `.0` over the oracle's at n = 16M of 16M.
+    RealisticBandwidth(Sel),
+    /// Host cost p50 of one append reservation + completion, µs.
+    AppendHostCost,
+    /// The worst enqueue p50 of `.0` over n = 1..4096 at capacity 1M in the sweep, µs.
+    EnqueueInSweep(Approach),
+    /// The safe enqueue alone on an idle stream minus its driver calls' floor, p50 µs.
+    EnqueueOverFloor,
+    /// The safe enqueue alone on an idle stream, p50 µs.
+    EnqueueAlone,
+    /// The oracle measured the harness's way and the criterion bench's way: the larger p50
+    /// over the smaller, worst point.
+    OracleAgreement,
+}
+
+/// A target's value, and the numbers behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// The ratio (or µs) compared with the limit.
+    pub measured: f64,
+    /// The numbers it comes from.
+    pub detail: String,
+}
+
+/// How a crate approach is named in a target: "crate" for the default mode.
+fn short(a: Approach) -> &'static str {
+    if a == CRATE {
+        "crate"
+    } else {
+        a.name()
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            TargetId::SmallN(a, b) => write!(
+                f,
+                "n 1..4096, cap 1M: {} p50 / {} p50 (worst n)",
+                short(a),
+                b.name()
+            ),
+            TargetId::OverCopy => write!(f, "n 4096, cap 16M: over_copy p50 / crate p50"),
+            TargetId::Bandwidth16M(a) => write!(f, "n 16M: {} bandwidth / oracle", a.name()),
+            TargetId::SeedLoop(a, k, c) => write!(
+                f,
+                "seed loop {k} µs kernel / {c} µs CPU: {} cycles/s / sync",
+                a.name()
+            ),
+            TargetId::Realistic(a, b, counts) => write!(
+                f,
+                "realistic producer (select n of 1M), {}: {} p50 / {} p50 (worst n)",
+                match counts {
+                    Counts::Small => "n 1..4096",
+                    Counts::At64K => "n 64K",
+                },
+                a.name(),
+                match b {
+                    Sel::ProducerOnly => "producer alone + event",
+                    _ => b.name(),
+                }
+            ),
+            TargetId::RealisticBandwidth(a) => write!(
+                f,
+                "realistic producer, n 16M of 16M: {} bandwidth / oracle",
+                a.name()
+            ),
+            TargetId::AppendHostCost => {
+                write!(f, "one append reservation + completion, host cost p50 µs")
+            }
+            TargetId::EnqueueInSweep(a) => write!(f, "one enqueue, host cost p50 µs: {}", a.name()),
+            TargetId::EnqueueOverFloor => write!(
+                f,
+                "one enqueue alone: host cost over its driver floor, µs p50"
+            ),
+            TargetId::EnqueueAlone => {
+                write!(f, "one enqueue, host cost p50 µs, alone (idle stream)")
+            }
+            TargetId::OracleAgreement => write!(
+                f,
+                "oracle p50: harness way vs criterion bench's way, larger / smaller (worst point)"
+            ),
+        }
+    }
+}
+
+impl TargetId {
+    /// The target's value in run `m`; `None` where the run lacks a measurement it needs (the
+    /// target is then left out, as a section that failed to measure it has nothing to say).
+    pub fn measure(self, m: &Measurements) -> Option<Value> {
+        let value = |measured: f64, detail: String| Some(Value { measured, detail });
+        let sweep = |cap: usize, n: usize, a: Approach| data::at(&m.sweep, cap, n, a.name());
+        match self {
+            TargetId::SmallN(a, b) => {
+                let (worst, d) =
+                    worst_ratio(SMALL_NS.iter().map(|&n| (n, sweep(M, n, a), sweep(M, n, b))));
+                if a == CRATE {
+                    value(
+                        worst,
+                        format!("crate = crate_mapped_trailer (default mode, safe enqueue); {d}"),
+                    )
+                } else {
+                    value(worst, d)
+                }
+            }
+            TargetId::OverCopy => {
+                let o = sweep(16 * M, 4096, Approach::OverCopy)?.latency_us.p50;
+                let c = sweep(16 * M, 4096, CRATE)?.latency_us.p50;
+                value(o / c, format!("{o:.1} / {c:.2} µs"))
+            }
+            TargetId::Bandwidth16M(a) => {
+                let bw = sweep::bandwidth_16m(&m.sweep);
+                bandwidth_ratio(*bw.get(a.name())?, *bw.get(Approach::Oracle.name())?)
+            }
+            TargetId::SeedLoop(a, k, c) => {
+                let (k, c) = (f64::from(k), f64::from(c));
+                let x = m.loop_rate(a.name(), k, c)?;
+                let s = m.loop_rate(Approach::Sync.name(), k, c)?;
+                value(x / s, format!("{x:.0} / {s:.0} cycles/s"))
+            }
+            TargetId::Realistic(a, b, counts) => {
+                let (worst, d) = worst_ratio(counts.ns().iter().map(|&n| {
+                    (n, m.realistic_at(n, a.name()), m.realistic_at(n, b.name()))
+                }));
+                value(worst, d)
+            }
+            TargetId::RealisticBandwidth(a) => {
+                let bw = select::bandwidth_16m(&m.realistic);
+                bandwidth_ratio(*bw.get(a.name())?, *bw.get(Sel::Oracle.name())?)
+            }
+            TargetId::AppendHostCost => value(
+                m.append_cost.p50,
+                format!(
+                    "AppendReadback::begin + PendingAppend::launched, the kernel launch left out, {} appends, p99 {:.2} µs",
+                    m.append_cost.samples, m.append_cost.p99
+                ),
+            ),
+            TargetId::EnqueueInSweep(a) => value(
+                sweep::enqueue_cost_small_n(&m.sweep).get(a.name())?.max,
+                "worst p50 of the safe enqueue call over n = 1..4096 at cap 1M, in the sweep"
+                    .into(),
+            ),
+            TargetId::EnqueueOverFloor => {
+                let e = m.costs.calls.get(costs::ENQUEUE)?.p50;
+                let f = m.costs.calls.get(costs::DRIVER_FLOOR)?.p50;
+                value(
+                    e - f,
+                    format!(
+                        "{e:.2} - {f:.2} µs: what the crate adds to the driver calls it makes"
+                    ),
+                )
+            }
+            TargetId::EnqueueAlone => {
+                let s = m.costs.calls.get(costs::ENQUEUE)?;
+                value(
+                    s.p50,
+                    format!(
+                        "safe enqueue, {} calls, p99 {:.2} µs; breakdown in enqueue_cost_breakdown",
+                        s.samples, s.p99
+                    ),
+                )
+            }
+            TargetId::OracleAgreement => {
+                let g = oracle_agreement(m);
+                value(
+                    g.worst,
+                    format!(
+                        "oracle / oracle_criterion_way p50, larger over smaller; {}",
+                        g.detail
+                    ),
+                )
+            }
+        }
+    }
+}
+
+/// The ratio of two bandwidths, with the detail the bandwidth targets give.
+fn bandwidth_ratio(x: f64, oracle: f64) -> Option<Value> {
+    Some(Value {
+        measured: x / oracle,
+        detail: format!("{x:.2} / {oracle:.2} GB/s (128 MiB over p50 latency, producer included)"),
+    })
+}
+
+/// The worst (largest) p50 ratio x/y over the counts that have both, and each count's
+/// `n=N: x/y µs = r`, `; `-separated (0 and "" with none).
+fn worst_ratio<'a>(
+    pairs: impl Iterator<Item = (usize, Option<&'a PointResult>, Option<&'a PointResult>)>,
+) -> (f64, String) {
+    let mut worst = 0.0f64;
+    let mut d = Vec::new();
+    for (n, x, y) in pairs {
+        if let (Some(x), Some(y)) = (x, y) {
+            let r = x.latency_us.p50 / y.latency_us.p50;
+            worst = worst.max(r);
+            d.push(format!(
+                "n={n}: {:.2}/{:.2} µs = {r:.3}",
+                x.latency_us.p50, y.latency_us.p50
+            ));
+        }
+    }
+    (worst, d.join("; "))
+}
+
+/// How far two approaches' p50 latencies are apart over a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agreement {
+    /// The largest ratio of the larger p50 to the smaller over the points that have both
+    /// (infinite where one is zero or a ratio is undefined; 0 with no such point).
+    pub worst: f64,
+    /// (capacity, n) of the worst point.
+    pub at: (usize, usize),
+    /// `cap/n: a/b µs = ratio` for every point, `; `-separated.
+    pub detail: String,
+}
+
+/// The agreement of approaches `a` and `b` over `points` (by p50 latency).
+pub fn agreement(points: &[Point], a: &str, b: &str) -> Agreement {
+    let mut out = Agreement {
+        worst: 0.0,
+        at: (0, 0),
+        detail: String::new(),
+    };
+    let mut d = Vec::new();
+    for p in points {
+        if let (Some(x), Some(y)) = (p.approaches.get(a), p.approaches.get(b)) {
+            let (x, y) = (x.latency_us.p50, y.latency_us.p50);
+            let r = x.max(y) / x.min(y);
+            let r = if r.is_nan() { f64::INFINITY } else { r };
+            if r > out.worst || d.is_empty() {
+                out.worst = r;
+                out.at = (p.capacity, p.n);
+            }
+            d.push(format!(
+                "{}/{}: {x:.2}/{y:.2} µs = {r:.3}",
+                size(p.capacity),
+                size(p.n)
+            ));
+        }
+    }
+    out.detail = d.join("; ");
+    out
+}
+
+/// The oracle, the harness's way against the criterion bench's, over the main sweep.
+pub fn oracle_agreement(m: &Measurements) -> Agreement {
+    agreement(
+        &m.sweep,
+        Approach::Oracle.name(),
+        Approach::OracleCriterionWay.name(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Summary;
+
+    fn point(capacity: usize, n: usize, p50s: &[(&'static str, f64)]) -> Point {
+        let approaches = p50s
+            .iter()
+            .map(|&(a, p50)| {
+                let latency_us = Summary {
+                    samples: 1,
+                    p50,
+                    ..Summary::default()
+                };
+                (
+                    a,
+                    PointResult {
+                        latency_us,
+                        enqueue_us: Summary::default(),
+                        wait_us: Summary::default(),
+                        correct: 1,
+                        checked: 1,
+                        error: None,
+                        gbps: 0.0,
+                    },
+                )
+            })
+            .collect();
+        Point {
+            capacity,
+            n,
+            approaches,
+        }
+    }
+
+    #[test]
+    fn agreement_is_the_worst_larger_over_smaller() {
+        let pts = [
+            point(1 << 20, 1, &[("a", 10.0), ("b", 11.0)]),
+            point(1 << 20, 65536, &[("a", 36.0), ("b", 24.0)]),
+            point(1 << 24, 4096, &[("a", 12.0), ("b", 13.0)]),
+            point(1 << 24, 65536, &[("a", 30.0)]),
+        ];
+        let g = agreement(&pts, "a", "b");
+        assert_eq!(g.worst, 1.5);
+        assert_eq!(g.at, (1 << 20, 65536));
+        assert_eq!(g.detail.matches("µs =").count(), 3);
+        assert!(g.detail.contains("1M/64K: 36.00/24.00 µs = 1.500"));
+        // Either way round, the same ratio.
+        assert_eq!(agreement(&pts, "b", "a").worst, 1.5);
+        // A missing measurement (p50 0) cannot pass for agreement.
+        let bad = [point(1 << 20, 1, &[("a", 0.0), ("b", 11.0)])];
+        assert!(agreement(&bad, "a", "b").worst.is_infinite());
+        let none = [point(1 << 20, 1, &[("a", 0.0), ("b", 0.0)])];
+        assert!(agreement(&none, "a", "b").worst.is_infinite());
+        assert_eq!(agreement(&pts, "a", "c").worst, 0.0);
+    }
+
+    #[test]
+    fn the_worst_ratio_skips_counts_without_both() {
+        let x = point(M, 1, &[("a", 30.0), ("b", 20.0)]);
+        let y = point(M, 16, &[("a", 10.0), ("b", 20.0)]);
+        let (w, d) = worst_ratio(
+            [
+                (1, x.approaches.get("a"), x.approaches.get("b")),
+                (16, y.approaches.get("a"), y.approaches.get("b")),
+                (256, y.approaches.get("a"), None),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(w, 1.5);
+        assert_eq!(
+            d,
+            "n=1: 30.00/20.00 µs = 1.500; n=16: 10.00/20.00 µs = 0.500"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The speed targets as a table: one [`Spec`] row per target. A row names what the target
+//! measures ([`TargetId`], which also gives its name and computes its value), its limit and
+//! comparison, which list it belongs to ([`Role`]) and how a miss is explained ([`Why`]).
+//! [`evaluate`] turns a run's measurements into the targets, in table order.
+use crate::data::{Evaluation, Measurements, Target};
+use crate::metric::{Counts, TargetId};
+use crate::select::Sel;
+use crate::sweep::Approach;
+use crate::why::Why;
+
+/// A target's limit and its comparison.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// Holds when the measured value is at most this.
+    AtMost(f64),
+    /// Holds when the measured value is at least this.
+    AtLeast(f64),
+}
+
+/// Which list a target is reported in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The targets (crate = the default mode): `targets` in the JSON.
+    Target,
+    /// The same ratios for the crate's other modes, informational: `variant_ratios`.
+    Variant,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spec {
+    /// What is measured (and the target's name).
+    pub id: TargetId,
+    /// Its limit.
+    pub limit: Limit,
+    /// Its list.
+    pub role: Role,
+    /// How a miss is explained.
+    pub why: Why,
+}
+
+const fn target(id: TargetId, limit: Limit, why: Why) -> Spec {
+    Spec {
+        id,
+        limit,
+        role: Role::Target,
+        why,
+    }
+}
+
+const fn variant(id: TargetId, limit: Limit, why: Why) -> Spec {
+    Spec {
+        id,
+        limit,
+        role: Role::Variant,
+        why,
+    }
+}
+
+use Approach as A;
+use Limit::{AtLeast, AtMost};
+use Sel as S;
+use TargetId::*;
+use Why as W;
+
+/// Every target, in report order within its list. (Kept one row per line by hand: rustfmt
+/// would spread each row over five.)
+#[rustfmt::skip]
+pub const SPECS: &[Spec] = &[
+    // Latency at small n, capacity 1M: the crate (default mode) against the seed's fixes and
+    // the oracle; the same ratios for the other modes.
+    target(SmallN(A::MappedTrailer, A::Sync), AtMost(0.75), W::SecondKernel),
+    variant(SmallN(A::MappedEvent, A::Sync), AtMost(0.75), W::SecondKernel),
+    variant(SmallN(A::Staged, A::Sync), AtMost(0.75), W::StagedCopiesCapacity),
+    variant(SmallN(A::MappedTrailerPlain, A::Sync), AtMost(0.75), W::SecondKernel),
+    variant(SmallN(A::MappedTrailerNoPdl, A::Sync), AtMost(0.75), W::SecondKernel),
+    target(SmallN(A::MappedTrailer, A::Oracle), AtMost(1.10), W::SecondKernel),
+    variant(SmallN(A::MappedEvent, A::Oracle), AtMost(1.10), W::SecondKernel),
+    variant(SmallN(A::Staged, A::Oracle), AtMost(1.10), W::StagedCopiesCapacity),
+    variant(SmallN(A::MappedTrailerPlain, A::Oracle), AtMost(1.10), W::SecondKernel),
+    variant(SmallN(A::MappedTrailerNoPdl, A::Oracle), AtMost(1.10), W::SecondKernel),
+    target(SmallN(A::MappedTrailer, A::CallbackWorker), AtMost(0.35), W::SecondKernel),
+    variant(SmallN(A::MappedEvent, A::CallbackWorker), AtMost(0.35), W::SecondKernel),
+    variant(SmallN(A::Staged, A::CallbackWorker), AtMost(0.35), W::StagedCopiesCapacity),
+    variant(SmallN(A::MappedTrailerPlain, A::CallbackWorker), AtMost(0.35), W::SecondKernel),
+    variant(SmallN(A::MappedTrailerNoPdl, A::CallbackWorker), AtMost(0.35), W::SecondKernel),
+    // A small readback from a large capacity, and bandwidth at n = 16M.
+    target(OverCopy, AtLeast(50.0), W::OverCopy),
+    target(Bandwidth16M(A::MappedTrailer), AtLeast(0.95), W::MappedStores),
+    target(Bandwidth16M(A::Staged), AtLeast(0.97), W::StagedPack),
+    // The seed's loop: cycles per second against sync's.
+    target(SeedLoop(A::MappedTrailer, 200, 5), AtLeast(1.8), W::LoopNoOverlap),
+    target(SeedLoop(A::Staged, 200, 5), AtLeast(1.8), W::LoopLittleCpu),
+    target(SeedLoop(A::MappedTrailer, 200, 200), AtLeast(0.98), W::LoopNoOverlap),
+    target(SeedLoop(A::Staged, 200, 200), AtLeast(0.98), W::LoopEqualCpu),
+    target(SeedLoop(A::Append, 200, 5), AtLeast(1.9), W::LoopNoOverlap),
+    // The realistic producer (select n of 1M).
+    target(Realistic(S::Append, S::Oracle, Counts::Small), AtMost(0.70), W::Realistic),
+    target(Realistic(S::Append, S::ProducerOnly, Counts::Small), AtMost(1.0), W::Realistic),
+    target(Realistic(S::Pack, S::Oracle, Counts::Small), AtMost(0.85), W::Realistic),
+    target(Realistic(S::Append, S::Oracle, Counts::At64K), AtMost(0.85), W::Realistic),
+    target(RealisticBandwidth(S::Append), AtLeast(0.93), W::Realistic),
+    // Host cost of the calls.
+    target(AppendHostCost, AtMost(1.0), W::AppendCalls),
+    target(EnqueueInSweep(A::MappedTrailer), AtMost(5.0), W::EnqueueCalls),
+    variant(EnqueueInSweep(A::MappedEvent), AtMost(5.0), W::EnqueueCalls),
+    variant(EnqueueInSweep(A::Staged), AtMost(5.0), W::EnqueueCalls),
+    variant(EnqueueOverFloor, AtMost(0.5), W::EnqueueCalls),
+    target(EnqueueAlone, AtMost(3.5), W::EnqueueCalls),
+    // The baseline itself: the oracle, the harness's way against the criterion bench's.
+    target(OracleAgreement, AtMost(1.10), W::OracleAgreement),
+];
+
+impl Spec {
+    /// This row's target in run `m`, `None` where the run lacks what it needs.
+    pub fn evaluate(&self, m: &Measurements) -> Option<Target> {
+        let v = self.id.measure(m)?;
+        let (limit, comparison, holds) = match self.limit {
+            AtMost(l) => (l, "<=", v.measured <= l),
+            AtLeast(l) => (l, ">=", v.measured >= l),
+        };
+        let miss_by = match (holds, self.limit) {
+            (true, _) => 0.0,
+            (false, AtMost(_)) => v.measured / limit - 1.0,
+            (false, AtLeast(_)) => 1.0 - v.measured / limit,
+        };
+        Some(Target {
+            name: self.id.to_string(),
+            measured: v.measured,
+            limit,
+            comparison,
+            holds,
+            miss_by,
+            detail: v.detail,
+            why: (!holds || self.why.always()).then(|| self.why.text(self.id, m, holds)),
+        })
+    }
+}
+
+/// Every target of the table in run `m`, each in its list, in table order.
+pub fn evaluate(m: &Measurements) -> Evaluation {
+    let mut e = Evaluation::default();
+    for spec in SPECS {
+        if let Some(t) = spec.evaluate(m) {
+            match spec.role {
+                Role::Target => e.targets.push(t),
+                Role::Variant => e.variants.push(t),
+            }
+        }
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::M;
+    use crate::fixture;
+    use std::collections::BTreeSet;
+
+    fn find<'a>(ts: &'a [Target], name: &str) -> &'a Target {
+        ts.iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no target {name}"))
+    }
+
+    #[test]
+    fn every_row_has_its_own_name_and_a_value() {
+        let m = fixture::measurements();
+        let names: BTreeSet<String> = SPECS.iter().map(|s| s.id.to_string()).collect();
+        assert_eq!(names.len(), SPECS.len());
+        for s in SPECS {
+            assert!(s.evaluate(&m).is_some(), "{}", s.id);
+        }
+        // A run that lacks a section's numbers leaves its targets out.
+        let mut m = m;
+        m.seed_loop.clear();
+        let e = evaluate(&m);
+        assert!(e.targets.iter().all(|t| !t.name.starts_with("seed loop")));
+        assert_eq!(e.targets.len(), 20 - 5);
+    }
+
+    #[test]
+    fn a_miss_is_explained_by_its_rows_why() {
+        let mut m = fixture::measurements();
+        let crate16 = m
+            .sweep
+            .iter_mut()
+            .find(|p| p.capacity == M && p.n == 16)
+            .and_then(|p| p.approaches.get_mut("crate_mapped_trailer"))
+            .expect("the fixture has the point");
+        crate16.latency_us.p50 = 42.0;
+        let e = evaluate(&m);
+
+        let t = find(
+            &e.targets,
+            "n 1..4096, cap 1M: crate p50 / sync p50 (worst n)",
+        );
+        assert!(!t.holds && t.comparison == "<=" && t.limit == 0.75);
+        let ratio = 42.0 / fixture::latency("sync", M, 16);
+        assert!((t.measured - ratio).abs() < 1e-12);
+        assert!((t.miss_by - (ratio / 0.75 - 1.0)).abs() < 1e-12);
+        assert!(
+            t.detail.contains("n=16: 42.00/21.00 µs = 2.000"),
+            "{}",
+            t.detail
+        );
+        let why = t.why.as_deref().expect("a miss has a why");
+        assert!(
+            why.starts_with("at n = 16: producer alone 10.00 µs"),
+            "{why}"
+        );
+        assert!(why.contains("second kernel"), "{why}");
+
+        // The staged variant (a whole-capacity copy) gets the staged explanation, not the
+        // crate's, though its name starts the same way.
+        let v = find(
+            &e.variants,
+            "n 1..4096, cap 1M: crate_staged p50 / sync p50 (worst n)",
+        );
+        assert!(!v.holds);
+        let why = v.why.as_deref().expect("a miss has a why");
+        assert!(
+            why.starts_with("the staged transport copies the whole capacity"),
+            "{why}"
+        );
+
+        // A target that holds has no why; the oracle agreement says what it guards anyway.
+        let o = find(&e.targets, "n 4096, cap 16M: over_copy p50 / crate p50");
+        assert!(o.holds && o.why.is_none() && o.miss_by == 0.0);
+        let a = find(&e.targets, &TargetId::OracleAgreement.to_string());
+        assert!(a.holds);
+        assert!(a
+            .why
+            .as_deref()
+            .is_some_and(|w| w.starts_with("guards the baseline")));
+    }
+
+    #[test]
+    fn at_least_misses_by_the_shortfall() {
+        let mut m = fixture::measurements();
+        for r in m
+            .seed_loop
+            .iter_mut()
+            .filter(|r| r.approach == "crate_append")
+        {
+            r.cycles_per_s = 0.9 * 4500.0;
+        }
+        let e = evaluate(&m);
+        let t = find(
+            &e.targets,
+            "seed loop 200 µs kernel / 5 µs CPU: crate_append cycles/s / sync",
+        );
+        assert!(!t.holds && t.comparison == ">=");
+        assert!((t.measured - 0.9).abs() < 1e-12);
+        assert!((t.miss_by - (1.0 - 0.9 / 1.9)).abs() < 1e-12);
+        assert!(t
+            .why
+            .as_deref()
+            .is_some_and(|w| w.contains("could not overlap")));
+    }
+}

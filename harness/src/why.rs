@@ -1,0 +1,205 @@
+//! Why a target missed, told from the run's own numbers. Each target's row names its
+//! explanation ([`Why`]); nothing is chosen by matching a target's name.
+use crate::costs;
+use crate::data::{size, Measurements, M};
+use crate::metric::{self, TargetId, CRATE};
+use crate::select::Sel;
+use crate::sweep::{Approach, SMALL_NS};
+
+/// What the oracle agreement guards, said whether it holds.
+pub const ORACLE_AGREEMENT_GUARDS: &str =
+    "guards the baseline every crate/oracle target divides by: the harness's oracle (one timed \
+     cycle per sample, right after an untimed settle cycle of its own, the approaches in a \
+     shuffled order each repetition, p50, every element checked) must measure what the criterion \
+     bench's oracle measures (its producer srb_produce_f64, iterations back to back, each complete \
+     before the next, the batch's mean, one element read); it did not while the copy-based \
+     approaches shared one destination, which over_copy's check had just read on the host before \
+     the oracle's copy landed in it (35.95 µs against criterion's 22.4-25.5 µs at 64K), nor while \
+     the approaches ran in one fixed order, the oracle always right after over_copy's \
+     whole-capacity copy (18.13 µs against 13.10 at 16M/4K in run bd0c3a9)";
+
+/// One kind of explanation of a missed target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// A mapped crate readback adds a second kernel after the producer where the oracle adds
+    /// one small DMA (small-n latency ratios).
+    SecondKernel,
+    /// The staged transport copies its whole capacity whatever n (its small-n ratios).
+    StagedCopiesCapacity,
+    /// over_copy's ratio: the crate's small readback at capacity 16M against capacity 1M.
+    OverCopy,
+    /// The pack kernel's stores to mapped memory peak below the copy engine (the grid probe).
+    MappedStores,
+    /// The staged readback packs into its device slot before its one copy.
+    StagedPack,
+    /// The seed loop: the readback's wait and the next launch could not overlap the kernel.
+    LoopNoOverlap,
+    /// The seed loop with CPU work about equal to the kernel's time: within the noise.
+    LoopEqualCpu,
+    /// The seed loop with little CPU work: the staged wait holds a pack, a whole-slot copy and
+    /// an event wake.
+    LoopLittleCpu,
+    /// The realistic producer's latencies, every approach.
+    Realistic,
+    /// The append reservation's driver calls.
+    AppendCalls,
+    /// The enqueue's driver calls, against their floor.
+    EnqueueCalls,
+    /// What the oracle agreement guards (whether it holds), and its worst point.
+    OracleAgreement,
+}
+
+impl Why {
+    /// Whether the target carries it when it holds too: a target that guards a measurement
+    /// rather than a speed says what it guards.
+    pub fn always(self) -> bool {
+        self == Why::OracleAgreement
+    }
+
+    /// The explanation for target `id` in run `m` (`holds`: whether the target held).
+    pub fn text(self, id: TargetId, m: &Measurements, holds: bool) -> String {
+        let lat = |cap: usize, n: usize, a: Approach| m.p50(cap, n, a.name());
+        let call = |k: &str| m.costs.p50(k);
+        let rlat = |n: usize, a: Sel| {
+            m.realistic_at(n, a.name())
+                .map_or(f64::NAN, |x| x.latency_us.p50)
+        };
+        match self {
+            Why::SecondKernel => {
+                let (a, b) = match id {
+                    TargetId::SmallN(a, b) => (a, b),
+                    _ => (CRATE, Approach::Sync),
+                };
+                let n = SMALL_NS
+                    .iter()
+                    .copied()
+                    .max_by(|&x, &y| {
+                        let r = |n| lat(M, n, a) / lat(M, n, b);
+                        r(x).total_cmp(&r(y))
+                    })
+                    .unwrap_or(1);
+                let also = if matches!(b, Approach::Oracle | Approach::Sync) {
+                    String::new()
+                } else {
+                    format!(", {} {:.2}", b.name(), lat(M, n, b))
+                };
+                let who = if a == CRATE { "crate" } else { a.name() };
+                format!(
+                    "at n = {n}: producer alone {:.2} µs, oracle {:.2}, {who} {:.2}, sync {:.2}{also}. \
+                     The crate adds a second kernel after the producer (host launch ~{:.1} µs, GPU \
+                     launch, one system fence and the mapped trailer write) where the oracle adds one \
+                     small DMA; sync on this host costs only {:.2} µs more than the oracle, so 0.75 x \
+                     sync = {:.2} x oracle, below the crate's floor here. Removing the second kernel (a \
+                     fused producer or a CUDA graph, see shared/reference/h200-baselines.md) is what \
+                     would close it",
+                    lat(M, n, Approach::ProducerOnly),
+                    lat(M, n, Approach::Oracle),
+                    lat(M, n, a),
+                    lat(M, n, Approach::Sync),
+                    call(costs::PRODUCER_LAUNCH),
+                    lat(M, n, Approach::Sync) - lat(M, n, Approach::Oracle),
+                    0.75 * lat(M, n, Approach::Sync) / lat(M, n, Approach::Oracle),
+                )
+            }
+            Why::StagedCopiesCapacity => format!(
+                "the staged transport copies the whole capacity by design (see its own bandwidth at \
+                 n = 16M): crate_staged {:.1} µs p50 at n = 1, cap 1M, against {:.1} at 64K",
+                lat(M, 1, Approach::Staged),
+                lat(M, 65536, Approach::Staged),
+            ),
+            Why::OverCopy => format!(
+                "over_copy copies the whole capacity (128 MiB) every cycle: {:.1} µs at n = 4096, \
+                 cap 16M; the crate took {:.2} µs there against {:.2} µs at cap 1M: the ratio \
+                 misses where the crate's small readback is slower at the large capacity",
+                lat(16 * M, 4096, Approach::OverCopy),
+                lat(16 * M, 4096, CRATE),
+                lat(M, 4096, CRATE),
+            ),
+            Why::MappedStores => {
+                let best = m
+                    .probe
+                    .iter()
+                    .filter(|g| g.n == 16 * M)
+                    .map(|g| g.gbps)
+                    .fold(0.0, f64::max);
+                format!(
+                    "the pack kernel's stores to mapped host memory peak at {best:.2} GB/s over every \
+                     grid cap tried (grid probe), below the copy engine's DMA; more blocks or bytes in \
+                     flight do not help"
+                )
+            }
+            Why::StagedPack => format!(
+                "the staged readback packs the rows into its device slot (a device-to-device pass \
+                 over the 128 MiB) before its one copy of the slot, which the oracle does not: {:.1} \
+                 µs against the oracle's {:.1} µs p50 at n = 16M",
+                lat(16 * M, 16 * M, Approach::Staged),
+                lat(16 * M, 16 * M, Approach::Oracle),
+            ),
+            Why::LoopNoOverlap => "the readback's wait and the next kernel's launch could not overlap \
+                 the kernel here; compare the loop's rows for each approach"
+                .to_string(),
+            Why::LoopEqualCpu => "with CPU work about equal to kernel time, both approaches already \
+                 overlap the kernel with the host's work; the staged readback puts its pack kernel, a \
+                 capacity-sized copy and an event wake on the host's wait, which sync's two small \
+                 copies undercut by about as much as the two-kernels-in-flight gain; the difference \
+                 is within run-to-run noise"
+                .to_string(),
+            Why::LoopLittleCpu => "with little CPU work the host mostly waits for the readback; the \
+                 staged readback's wait holds its pack kernel, a copy of the whole slot (the loop's \
+                 capacity, not the count) and an event wake, so it keeps less of the \
+                 two-kernels-in-flight gain than the mapped transport, and the ratio moves with the \
+                 host's event-wake latency from run to run"
+                .to_string(),
+            Why::Realistic => format!(
+                "realistic producer p50 µs at n = 1 / 4096 / 64K: producer alone {:.2} / {:.2} / {:.2}, \
+                 oracle {:.2} / {:.2} / {:.2}, pack {:.2} / {:.2} / {:.2}, append {:.2} / {:.2} / {:.2}",
+                rlat(1, Sel::ProducerOnly),
+                rlat(4096, Sel::ProducerOnly),
+                rlat(65536, Sel::ProducerOnly),
+                rlat(1, Sel::Oracle),
+                rlat(4096, Sel::Oracle),
+                rlat(65536, Sel::Oracle),
+                rlat(1, Sel::Pack),
+                rlat(4096, Sel::Pack),
+                rlat(65536, Sel::Pack),
+                rlat(1, Sel::Append),
+                rlat(4096, Sel::Append),
+                rlat(65536, Sel::Append),
+            ),
+            Why::AppendCalls => "the reservation's driver calls (cuStreamIsCapturing, cuStreamGetId) \
+                 and the completion's cuEventRecord; see enqueue_cost_breakdown for their single costs"
+                .to_string(),
+            Why::EnqueueCalls => format!(
+                "alone on an idle stream the safe enqueue cost {:.2} µs p50 in this run, right after \
+                 the producer's launch {:.2}; the driver calls it makes, timed alone in the same run \
+                 (current context, capture check, stream id, the launch with the programmatic \
+                 attribute and a 408-byte parameter, the event record), cost {:.2} µs p50: the crate \
+                 adds {:.2} µs to its floor; a plain producer launch cost {:.2}, cuEventRecord {:.2}",
+                call(costs::ENQUEUE),
+                call(costs::ENQUEUE_AFTER_LAUNCH),
+                call(costs::DRIVER_FLOOR),
+                call(costs::ENQUEUE) - call(costs::DRIVER_FLOOR),
+                call(costs::PRODUCER_LAUNCH),
+                call(costs::EVENT_RECORD),
+            ),
+            Why::OracleAgreement if holds => ORACLE_AGREEMENT_GUARDS.to_string(),
+            Why::OracleAgreement => {
+                let (cap, n) = metric::oracle_agreement(m).at;
+                format!(
+                    "{ORACLE_AGREEMENT_GUARDS}. Worst at {}/{}: oracle {:.2} µs, oracle_criterion_way \
+                     {:.2}, oracle_after_host_read {:.2}, naive (a count copy more) {:.2}: an oracle \
+                     near oracle_after_host_read means its destination is again warm in the host's \
+                     cache when its copy lands; an oracle near naive with the criterion way away from \
+                     both means the bench's way itself (its producer, back-to-back batch, batch mean) \
+                     differs",
+                    size(cap),
+                    size(n),
+                    lat(cap, n, Approach::Oracle),
+                    lat(cap, n, Approach::OracleCriterionWay),
+                    lat(cap, n, Approach::OracleAfterHostRead),
+                    lat(cap, n, Approach::Naive),
+                )
+            }
+        }
+    }
+}
