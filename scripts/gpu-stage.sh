@@ -44,8 +44,10 @@ while read -r name exe; do
   [ -n "$name" ] || continue
   cp "$exe" ".gpu/bin/$name"
 done <<<"$list"
-# trybuild's compile-fail tests need cargo: they run here and in CI, not on the GPU host.
-rm -f .gpu/bin/test-compile_fail
+# Tests that run cargo need a Rust toolchain, which the GPU host lacks; they check no GPU
+# behaviour and run here and in CI: trybuild's compile-fail tests, and the C header's test
+# (cbindgen reads the C API crate through `cargo metadata`).
+rm -f .gpu/bin/test-compile_fail .gpu/bin/test-c_header
 cargo build --release --locked -p sized-readback-harness -p sized-readback-clib -p sized-readback-seed
 cp "$target/release/compare" .gpu/bin/example-compare
 cp "$target/release/seed_pipeline" .gpu/bin/example-seed_pipeline
