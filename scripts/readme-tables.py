@@ -8,7 +8,8 @@ record gives, so a README table cannot drift from its source.
 
 Kinds: `harness-latency` (the comparison harness's p50 latencies, compare.json), `first-load`
 (examples/first_load.rs through scripts/first-load.py, load.json), `mpi-exchange` (the MPI
-mini-app's runs, scripts/mpi-summarize.py's JSON)."""
+mini-app's runs, scripts/mpi-summarize.py's JSON), `comd` (CoMD-CUDA's baseline against its port,
+scripts/comd-summarize.py's JSON)."""
 import json
 import re
 import sys
@@ -76,7 +77,25 @@ def mpi_exchange(rec):
     return "\n".join(out) + "\n"
 
 
-KINDS = {"harness-latency": harness_latency, "first-load": first_load, "mpi-exchange": mpi_exchange}
+def comd(rec):
+    """CoMD-CUDA, baseline against the port (scripts/comd-summarize.py's record)."""
+    yn = lambda v: "–" if v is None else ("yes" if v else "**no**")
+    same = lambda r: "–" if r["energies_equal"] is None else (
+        "yes" if r["energies_equal"] else "**no**" if r["baseline_correct"] else "no (the baseline's vary run to run)")
+    out = ["| atoms per rank (unit cells) | ranks | MPS | baseline correct (step-0 energy = CPU method's) "
+           "| steps/s baseline | steps/s port | step rate port / baseline | halo exchange time port / baseline "
+           "| energies port = baseline, every printed step |", "|---:|---:|---|---|---:|---:|---:|---:|---|"]
+    for r in rec["rows"]:
+        runs = lambda v: f"{r['runs'][v][0]}/{r['runs'][v][1]} runs"
+        sps = lambda k, v: f"{r[k]:.0f} ({runs(v)})" if r[k] is not None else f"failed ({runs(v)})"
+        ratio = lambda k: f"{r[k]:.3f}" if r[k] is not None else "–"
+        out.append(f"| {4 * r['size'] ** 3:,} ({r['size']}^3) | {r['ranks']} | {'yes' if r['mps'] else 'no'} | {yn(r['baseline_correct'])} "
+                   f"| {sps('base_steps_per_s', 'base')} | {sps('srb_steps_per_s', 'srb')} "
+                   f"| {ratio('step_rate_ratio')} | {ratio('halo_ratio')} | {same(r)} |")
+    return "\n".join(out) + "\n"
+
+
+KINDS = {"harness-latency": harness_latency, "first-load": first_load, "mpi-exchange": mpi_exchange, "comd": comd}
 
 
 def main():
