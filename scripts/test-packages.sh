@@ -21,7 +21,8 @@ for t in cmake pkg-config "${CC:-cc}"; do
 done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-bash "$root/scripts/install-capi.sh" "$work/staging" | head -1
+bash "$root/scripts/install-capi.sh" "$work/staging" > "$work/install.log"
+head -1 "$work/install.log"
 mv "$work/staging" "$work/moved"
 prefix="$work/moved"
 cc="${CC:-cc}" cxx="${CXX:-c++}"
