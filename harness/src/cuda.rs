@@ -42,10 +42,9 @@ pub fn stream_sync(s: CUstream) -> Result<()> {
 /// `dst` is pinned host memory of `bytes` bytes and `src` device memory of `bytes` bytes,
 /// both alive until the copy completes.
 pub unsafe fn dtoh(dst: *mut u8, src: CUdeviceptr, bytes: usize, s: CUstream) -> Result<()> {
-    check(
-        sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, s),
-        "cuMemcpyDtoHAsync",
-    )
+    // SAFETY: per the contract.
+    let status = unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, s) };
+    check(status, "cuMemcpyDtoHAsync")
 }
 
 /// `cuEventRecord` then nothing else.
@@ -79,7 +78,9 @@ pub unsafe fn host_func(
     f: unsafe extern "C" fn(*mut c_void),
     data: *mut c_void,
 ) -> Result<()> {
-    check(sys::cuLaunchHostFunc(s, Some(f), data), "cuLaunchHostFunc")
+    // SAFETY: per the contract.
+    let status = unsafe { sys::cuLaunchHostFunc(s, Some(f), data) };
+    check(status, "cuLaunchHostFunc")
 }
 
 /// `cuEventCreate` with timing disabled.
@@ -88,10 +89,10 @@ pub unsafe fn host_func(
 /// A context is current on this thread.
 pub unsafe fn event_create() -> Result<CUevent> {
     let mut e: CUevent = std::ptr::null_mut();
-    check(
-        sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32),
-        "cuEventCreate",
-    )?;
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+    // SAFETY: e is a valid out-pointer; a context is current per the contract.
+    let status = unsafe { sys::cuEventCreate(&mut e, flags) };
+    check(status, "cuEventCreate")?;
     Ok(e)
 }
 
@@ -100,7 +101,9 @@ pub unsafe fn event_create() -> Result<CUevent> {
 /// # Safety
 /// `e` is a live event, destroyed once.
 pub unsafe fn event_destroy(e: CUevent) -> Result<()> {
-    check(sys::cuEventDestroy_v2(e), "cuEventDestroy")
+    // SAFETY: per the contract.
+    let status = unsafe { sys::cuEventDestroy_v2(e) };
+    check(status, "cuEventDestroy")
 }
 
 /// `cuEventQuery`: whether the event completed.
@@ -108,7 +111,8 @@ pub unsafe fn event_destroy(e: CUevent) -> Result<()> {
 /// # Safety
 /// `e` is a live event.
 pub unsafe fn event_query(e: CUevent) -> Result<bool> {
-    match sys::cuEventQuery(e) {
+    // SAFETY: per the contract.
+    match unsafe { sys::cuEventQuery(e) } {
         CUresult::CUDA_SUCCESS => Ok(true),
         CUresult::CUDA_ERROR_NOT_READY => Ok(false),
         other => check(other, "cuEventQuery").map(|()| false),
@@ -123,7 +127,8 @@ pub unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<sys::CUcontext>> 
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT];
     let mut data: [*mut c_void; 1] = [(&mut ctx as *mut sys::CUcontext).cast()];
-    match sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), ptr) {
+    // SAFETY: one attribute with an out-pointer of its type; the address is only looked up.
+    match unsafe { sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), ptr) } {
         CUresult::CUDA_SUCCESS => Ok(Some(ctx)),
         CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
         other => check(other, "cuPointerGetAttributes").map(|()| None),

@@ -22,16 +22,12 @@ pub fn describe(ctx: &Arc<CudaContext>) -> Result<Machine> {
         .context("SM count")?;
     let mut ver = 0;
     // SAFETY: valid out-pointer.
-    cuda::check(
-        unsafe { sys::cuDriverGetVersion(&mut ver) },
-        "cuDriverGetVersion",
-    )?;
+    let status = unsafe { sys::cuDriverGetVersion(&mut ver) };
+    cuda::check(status, "cuDriverGetVersion")?;
     let mut bus = [0 as std::ffi::c_char; 64];
     // SAFETY: the buffer holds 64 bytes; the device handle is the context's.
-    cuda::check(
-        unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, ctx.cu_device()) },
-        "cuDeviceGetPCIBusId",
-    )?;
+    let status = unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, ctx.cu_device()) };
+    cuda::check(status, "cuDeviceGetPCIBusId")?;
     // SAFETY: NUL-terminated by the driver within 64 bytes.
     let bus = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }
         .to_string_lossy()

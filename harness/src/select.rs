@@ -219,10 +219,8 @@ impl SelectRig {
     /// memset of the count, then the producer into device memory.
     fn produce_dev(&self, n_cand: u64, keep: u64, cycle: u64) -> Result<()> {
         // SAFETY: d_count is 8 bytes of device memory of this context.
-        cuda::check(
-            unsafe { sys::cuMemsetD8Async(self.d_count_ptr, 0, 8, self.s()) },
-            "cuMemsetD8Async",
-        )?;
+        let status = unsafe { sys::cuMemsetD8Async(self.d_count_ptr, 0, 8, self.s()) };
+        cuda::check(status, "cuMemsetD8Async")?;
         let (mut o, mut c, mut n, mut k, mut p, mut cy) =
             (self.d_out_ptr, self.d_count_ptr, n_cand, keep, P, cycle);
         let mut args: [*mut c_void; 6] = [
@@ -345,8 +343,8 @@ impl SelectRig {
                     _ if !timed => false,
                     Sel::ProducerOnly => true,
                     _ => {
-                        // SAFETY: the copies completed (event synchronized).
                         let n = if a == Sel::Sync {
+                            // SAFETY: the copies completed (event synchronized).
                             unsafe { std::ptr::read_volatile(hc) as usize }
                         } else {
                             keep as usize

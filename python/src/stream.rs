@@ -212,18 +212,12 @@ impl Shared {
     pub(crate) fn bind(&self, py: Python<'_>) -> PyResult<()> {
         let mut current: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
-        check(
-            py,
-            unsafe { sys::cuCtxGetCurrent(&mut current) },
-            "cuCtxGetCurrent",
-        )?;
+        let status = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        check(py, status, "cuCtxGetCurrent")?;
         if current != self.ctx.cu_ctx() {
             // SAFETY: the context is alive (self.ctx holds it).
-            check(
-                py,
-                unsafe { sys::cuCtxSetCurrent(self.ctx.cu_ctx()) },
-                "cuCtxSetCurrent",
-            )?;
+            let status = unsafe { sys::cuCtxSetCurrent(self.ctx.cu_ctx()) };
+            check(py, status, "cuCtxSetCurrent")?;
         }
         Ok(())
     }
