@@ -339,7 +339,7 @@ impl DeviceEngine {
             let now = Instant::now();
             if now >= next_check {
                 self.check_device()?;
-                next_check = now + super::wait::EVENT_QUERY_PERIOD;
+                next_check = now + super::host::EVENT_QUERY_PERIOD;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Err(Error::Timeout {

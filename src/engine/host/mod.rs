@@ -1,6 +1,7 @@
 //! Host-sequenced readbacks: the host picks each readback's slot and sequence number from a
 //! ring, records one event per slot after the readback, and hands out a ticket that holds the
-//! slot. The enqueue path is in `enqueue.rs`, the wait path in `wait.rs`.
+//! slot. By phase: `enqueue.rs` (the pack into a slot), `append.rs` (a slot for the user's
+//! kernel, and the fetch of its spill), `wait.rs`.
 use super::ring::{Lease, Ring};
 use super::Slots;
 use crate::config::ReadbackConfig;
@@ -13,6 +14,12 @@ use cudarc::driver::sys::CUevent;
 use cudarc::driver::CudaContext;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+mod append;
+mod enqueue;
+mod wait;
+
+pub(crate) use wait::EVENT_QUERY_PERIOD;
 
 /// Per-slot host state, written only by the holder of the slot's lease (the ring's mutex orders
 /// one holder's writes before the next holder's reads).

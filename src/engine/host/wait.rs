@@ -1,8 +1,8 @@
 //! The wait path of a host-sequenced readback: spin on the trailer (mapped) or wait on the
 //! slot's event, with a deadline, never hanging on a dead context.
-use super::host::HostEngine;
-use super::ring::Lease;
+use super::HostEngine;
 use crate::config::WaitMode;
+use crate::engine::ring::Lease;
 use crate::error::{Error, Result};
 use crate::raw::driver;
 use std::sync::atomic::{fence, Ordering};
