@@ -3,9 +3,7 @@
 use crate::config::ReadbackConfig;
 use crate::element::CountType;
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::ticket::Fill;
-use crate::engine::tracked::enqueue_tracked_with;
-use crate::engine::Sources;
+use crate::engine::slots::Pack;
 use crate::error::Result;
 use crate::layout::SlotLayout;
 use crate::schema::{ColumnSchema, Source};
@@ -94,8 +92,7 @@ impl BucketReadback {
         K: CountType,
     {
         let erased = self.schema.bind_erased(sources)?;
-        let core = enqueue_tracked_with(
-            &self.engine,
+        let core = self.engine.enqueue_tracked(
             stream,
             None,
             &erased[..self.schema.len()],
@@ -141,19 +138,14 @@ impl BucketReadback {
         counts: RawCount,
         offsets: CUdeviceptr,
     ) -> Result<ColumnTicket> {
-        // SAFETY: per the contract; enqueue_buckets_raw checks the stream and every address.
-        let lease = unsafe {
-            self.engine
-                .enqueue_buckets_raw(stream, after, sources, counts, offsets)?
+        let pack = Pack {
+            sources,
+            count: counts,
+            offsets: Some(offsets),
         };
-        let fill = Fill::Pack {
-            kind: counts.kind(),
-            lens: Sources::new(sources).lens(),
-        };
-        Ok(ColumnTicket::from_core(
-            self.engine.ticket(lease, fill),
-            self.schema.clone(),
-        ))
+        // SAFETY: per the contract; enqueue_raw checks the stream and every address.
+        let core = unsafe { self.engine.enqueue_raw(stream, after, pack)? };
+        Ok(ColumnTicket::from_core(core, self.schema.clone()))
     }
 }
 

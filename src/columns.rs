@@ -39,9 +39,9 @@
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::CountType;
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::ticket::{Fill, TicketCore};
-use crate::engine::tracked::enqueue_tracked;
-use crate::engine::Sources;
+use crate::engine::slots::Pack;
+use crate::engine::ticket::TicketCore;
+use crate::engine::tracked::ErasedDevicePtr;
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
@@ -186,7 +186,10 @@ impl ColumnReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        self.enqueue_inner(stream, None, sources, count)
+        // The element types first: a buffer's length counts elements of the column's size
+        // only if it holds the column's type.
+        let erased = self.schema.bind_erased(sources)?;
+        self.enqueue_erased(stream, None, &erased[..self.schema.len()], count)
     }
 
     /// Like [`ColumnReadback::enqueue`], but the readback also waits for `after` (an event
@@ -202,31 +205,27 @@ impl ColumnReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        self.enqueue_inner(stream, Some(after), sources, count)
+        let erased = self.schema.bind_erased(sources)?;
+        self.enqueue_erased(stream, Some(after), &erased[..self.schema.len()], count)
     }
 
-    fn enqueue_inner<C, K>(
+    /// The safe enqueue of every column readback ([`crate::Readback`] too): `sources[i]`,
+    /// whose element type was checked, is column `i`.
+    pub(crate) fn enqueue_erased<C, K>(
         &self,
         stream: &CudaStream,
         after: Option<&CudaEvent>,
-        sources: &[Source<'_>],
+        sources: &[&dyn ErasedDevicePtr],
         count: &C,
     ) -> Result<ColumnTicket>
     where
         C: DevicePtr<K>,
         K: CountType,
     {
-        // The element types first: a buffer's length counts elements of the column's size
-        // only if it holds the column's type.
-        let erased = self.schema.bind_erased(sources)?;
-        let core = enqueue_tracked(
-            &self.engine(),
-            stream,
-            after,
-            &erased[..self.schema.len()],
-            count,
-        )?;
-        Ok(self.ticket(core))
+        let core = self
+            .engine()
+            .enqueue_tracked(stream, after, sources, count, None::<&C>)?;
+        Ok(ColumnTicket::from_core(core, self.schema.clone()))
     }
 
     /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
@@ -251,13 +250,14 @@ impl ColumnReadback {
         let engine = self.engine();
         engine.slots().check_stream(stream)?;
         let after = after.map(|e| engine.slots().check_event(e)).transpose()?;
-        // SAFETY: per the contract; the stream and event are of this context (checked).
-        let lease = unsafe { engine.enqueue_raw(stream.cu_stream(), after, sources, count)? };
-        let fill = Fill::Pack {
-            kind: count.kind(),
-            lens: Sources::new(sources).lens(),
+        let pack = Pack {
+            sources,
+            count,
+            offsets: None,
         };
-        Ok(self.ticket(engine.ticket(lease, fill)))
+        // SAFETY: per the contract; the stream and event are of this context (checked).
+        let core = unsafe { engine.enqueue_raw(stream.cu_stream(), after, pack)? };
+        Ok(self.ticket(core))
     }
 
     /// [`ColumnReadback::enqueue_raw`] on raw driver handles: `stream` is a `CUstream` (a
@@ -279,14 +279,14 @@ impl ColumnReadback {
         sources: &[ColumnSource],
         count: RawCount,
     ) -> Result<ColumnTicket> {
-        let engine = self.engine();
-        // SAFETY: per the contract; enqueue_raw checks the stream and every address.
-        let lease = unsafe { engine.enqueue_raw(stream, after, sources, count)? };
-        let fill = Fill::Pack {
-            kind: count.kind(),
-            lens: Sources::new(sources).lens(),
+        let pack = Pack {
+            sources,
+            count,
+            offsets: None,
         };
-        Ok(self.ticket(engine.ticket(lease, fill)))
+        // SAFETY: per the contract; enqueue_raw checks the stream and every address.
+        let core = unsafe { self.engine().enqueue_raw(stream, after, pack)? };
+        Ok(self.ticket(core))
     }
 
     pub(crate) fn ticket(&self, core: TicketCore) -> ColumnTicket {

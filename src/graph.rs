@@ -52,9 +52,8 @@ use crate::config::ReadbackConfig;
 use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
 use crate::engine::host::{Filled, HostEngine};
-use crate::engine::ticket::Fill;
+use crate::engine::slots::Pack;
 use crate::engine::view::SlotView;
-use crate::engine::Sources;
 use crate::error::{Error, Result};
 use crate::layout::SlotLayout;
 use crate::schema::{Column, ColumnSchema};
@@ -466,21 +465,17 @@ impl GraphReadback {
                 self.spill_fetch.get_or_init(|| e).clone()
             }
         };
+        let pack = Pack {
+            sources: &cols,
+            count,
+            offsets: None,
+        };
         // SAFETY: the spill region and its count belong to this readback and stay unwritten
         // while replay `seq` is held (the device writes a slot only once it is released), and
         // the fetch is waited for below, before the caller can release it; the stream is of
         // this context (checked).
-        let lease = unsafe { fetch.enqueue_raw(stream, None, &cols, count)? };
-        let ticket = ColumnTicket::from_core(
-            fetch.ticket(
-                lease,
-                Fill::Pack {
-                    kind: count.kind(),
-                    lens: Sources::new(&cols).lens(),
-                },
-            ),
-            self.schema.clone(),
-        );
+        let core = unsafe { fetch.enqueue_raw(stream, None, pack)? };
+        let ticket = ColumnTicket::from_core(core, self.schema.clone());
         match ticket.wait() {
             Ok(_) | Err(Error::CountExceedsCapacity { .. }) => {}
             Err(e) => return Err(e),

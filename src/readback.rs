@@ -3,11 +3,12 @@
 use crate::columns::ColumnReadback;
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::{CountType, Element};
-use crate::engine::tracked::{enqueue_tracked, Typed};
+use crate::engine::tracked::Typed;
+use crate::engine::view::SlotView;
 use crate::error::Result;
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
-use crate::schema::{Column, ColumnSchema};
+use crate::schema::ColumnSchema;
 use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::CUdeviceptr;
@@ -25,7 +26,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Readback<T: Element> {
     inner: ColumnReadback,
-    column: Column<T>,
+    _t: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> Readback<T> {
@@ -41,11 +42,12 @@ impl<T: Element> Readback<T> {
     /// overflow, or an element type aligned to more than 16 bytes; [`crate::Error::Cuda`] if
     /// the driver cannot allocate the slots or load the kernel.
     pub fn with_config(ctx: &Arc<CudaContext>, config: ReadbackConfig) -> Result<Self> {
+        // One column of T: every readout reads column 0 as T.
         let mut schema = ColumnSchema::new();
-        let column = schema.column::<T>();
+        schema.column::<T>();
         Ok(Readback {
             inner: ColumnReadback::new(ctx, &schema, config)?,
-            column,
+            _t: PhantomData,
         })
     }
 
@@ -107,7 +109,9 @@ impl<T: Element> Readback<T> {
         C: DevicePtr<K>,
         K: CountType,
     {
-        self.enqueue_inner(stream, None, data, count)
+        let data = Typed(data, PhantomData::<fn() -> T>);
+        let t = self.inner.enqueue_erased(stream, None, &[&data], count)?;
+        Ok(Ticket::new(t))
     }
 
     /// Like [`Readback::enqueue`], but the readback also waits for `after` (e.g. the seed's
@@ -124,24 +128,11 @@ impl<T: Element> Readback<T> {
         C: DevicePtr<K>,
         K: CountType,
     {
-        self.enqueue_inner(stream, Some(after), data, count)
-    }
-
-    fn enqueue_inner<D, C, K>(
-        &self,
-        stream: &CudaStream,
-        after: Option<&CudaEvent>,
-        data: &D,
-        count: &C,
-    ) -> Result<Ticket<T>>
-    where
-        D: DevicePtr<T>,
-        C: DevicePtr<K>,
-        K: CountType,
-    {
-        let source = Typed(data, PhantomData::<fn() -> T>);
-        let core = enqueue_tracked(&self.inner.engine(), stream, after, &[&source], count)?;
-        Ok(self.ticket(self.inner.ticket(core)))
+        let data = Typed(data, PhantomData::<fn() -> T>);
+        let t = self
+            .inner
+            .enqueue_erased(stream, Some(after), &[&data], count)?;
+        Ok(Ticket::new(t))
     }
 
     /// Enqueues a readback from raw device addresses, for buffers owned by C/C++ code or
@@ -170,14 +161,7 @@ impl<T: Element> Readback<T> {
             self.inner
                 .enqueue_raw(stream, after, &[ColumnSource { ptr: data, len }], count)?
         };
-        Ok(self.ticket(t))
-    }
-
-    fn ticket(&self, inner: ColumnTicket) -> Ticket<T> {
-        Ticket {
-            inner,
-            column: self.column,
-        }
+        Ok(Ticket::new(t))
     }
 }
 
@@ -191,10 +175,17 @@ impl<T: Element> Readback<T> {
 #[derive(Debug)]
 pub struct Ticket<T: Element> {
     inner: ColumnTicket,
-    column: Column<T>,
+    _t: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> Ticket<T> {
+    fn new(inner: ColumnTicket) -> Self {
+        Ticket {
+            inner,
+            _t: PhantomData,
+        }
+    }
+
     /// Sequence number of this readback (unique within its readback, from 1).
     pub fn seq(&self) -> u64 {
         self.inner.seq()
@@ -211,25 +202,27 @@ impl<T: Element> Ticket<T> {
     /// [`crate::Error::Cuda`] when the device reports an error (e.g. the producer kernel
     /// faulted), never a hang.
     pub fn wait(&self) -> Result<Readout<'_, T>> {
-        self.inner.wait().map(|r| self.readout(r))
+        self.inner.core.wait_until(None).map(Self::readout)
     }
 
     /// Like [`Ticket::wait`], but gives up with [`crate::Error::Timeout`] after `timeout`. The
     /// ticket stays valid: wait again later.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Readout<'_, T>> {
-        self.inner.wait_timeout(timeout).map(|r| self.readout(r))
+        self.inner.core.wait_timeout(timeout).map(Self::readout)
     }
 
     /// Returns the readout if the readback is complete, `None` if it is still in flight.
     pub fn try_wait(&self) -> Result<Option<Readout<'_, T>>> {
-        Ok(self.inner.try_wait()?.map(|r| self.readout(r)))
+        Ok(self.inner.core.try_wait()?.map(Self::readout))
     }
 
-    fn readout<'a>(&self, r: crate::ColumnReadout<'a>) -> Readout<'a, T> {
+    fn readout(view: SlotView<'_>) -> Readout<'_, T> {
         Readout {
-            count: r.count(),
-            seq: r.seq(),
-            data: r.column(self.column),
+            count: view.rows(),
+            seq: view.seq(),
+            // SAFETY: the readback's one column is of `T` (`Readback::with_config` declares
+            // it), which is valid for any bits (Element); its slot has one bucket.
+            data: unsafe { view.column::<T>(0) },
         }
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// device for this one, and the memory is freed only after it completes.
 #[derive(Debug)]
 pub struct ColumnTicket {
-    core: TicketCore,
+    pub(crate) core: TicketCore,
     schema: Arc<ColumnSchema>,
 }
 

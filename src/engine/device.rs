@@ -3,6 +3,7 @@
 //! sequence number of the previous readback), takes `seq = counter + 1` and `slot = (seq - 1)
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
+use super::slots::{Pack, SlotAt};
 use super::trailer::{self, Filler};
 use super::view::SlotView;
 use super::{Lens, Slots};
@@ -207,7 +208,7 @@ impl DeviceEngine {
         unsafe { self.slots.check_raw_stream(stream)? };
         let recording = Recording::Pack {
             kind: count.kind(),
-            lens: super::Sources::new(sources).lens(),
+            lens: Lens::of(sources),
         };
         // Held across the launch, so that concurrent recordings agree too.
         let mut recorded = lock(&self.recording);
@@ -216,11 +217,17 @@ impl DeviceEngine {
             // SAFETY: per the contract.
             unsafe { driver::stream_wait_event(stream, e)? };
         }
-        let mut p = self.slots.pack_params(sources, count, 0, 0);
-        p.seq_counter = self.counter.ptr();
-        p.ring_ctl = self.ctl.device_ptr();
+        let pack = Pack {
+            sources,
+            count,
+            offsets: None,
+        };
+        let at = SlotAt::Device {
+            counter: self.counter.ptr(),
+            ctl: self.ctl.device_ptr(),
+        };
         // SAFETY: per the contract; programmatic launch is off for device-sequenced packs.
-        unsafe { self.slots.launch_pack(stream, p)? };
+        unsafe { self.slots.launch(stream, pack, at)? };
         *recorded = Some(recording);
         Ok(())
     }

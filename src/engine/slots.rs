@@ -13,8 +13,31 @@ use crate::raw::module::{Kernel, Module};
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// What one pack reads: the sources, the count (a bucket pack's k counts) and, for a bucket
+/// pack, the device address of its k offsets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pack<'a> {
+    pub(crate) sources: &'a [ColumnSource],
+    pub(crate) count: RawCount,
+    pub(crate) offsets: Option<CUdeviceptr>,
+}
+
+/// Which slot a pack writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SlotAt {
+    /// Slot `slot`, leased by the host for readback `seq`.
+    Host { seq: u64, slot: usize },
+    /// The slot the kernel takes on the device from the sequence counter at `counter`, if the
+    /// ring control at `ctl` says it is released (graph replay).
+    Device {
+        counter: CUdeviceptr,
+        ctl: CUdeviceptr,
+    },
+}
 
 /// What every readback has: the slots and their layout, the pack kernel, the device scratch.
 #[derive(Debug)]
@@ -363,15 +386,49 @@ impl Slots {
         Ok(())
     }
 
-    /// The pack kernel's parameter for `columns` and `count`, into slot `slot` as readback
-    /// `seq` (host-sequenced; the device-sequenced recording fills in its counter).
-    pub(super) fn pack_params(
+    /// Launches the pack kernel (the bucket pack, one block per bucket, with offsets) for
+    /// `pack` into the slot `at` says.
+    ///
+    /// # Safety
+    /// The context is bound, `stream` is a live stream of it, and the memory `pack` addresses
+    /// is valid per the enqueue's contract until the pack has run; a host-sequenced slot is
+    /// held by the caller.
+    pub(super) unsafe fn launch(&self, stream: CUstream, pack: Pack<'_>, at: SlotAt) -> Result<()> {
+        match pack.offsets {
+            None => {
+                let mut p = self.pack_params(pack.sources, pack.count, at);
+                let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
+                // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's
+                // header); the slots and sync records belong to self; the sources per the
+                // contract; the kernel starts with griddepcontrol.wait when launched
+                // programmatically.
+                unsafe { self.pack.launch(stream, self.shape, &mut args) }
+            }
+            Some(offsets) => {
+                let mut p = self.pack_buckets_params(pack.sources, pack.count, offsets, at);
+                let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<c_void>()];
+                let shape = LaunchShape {
+                    grid: p.num_buckets.max(1),
+                    ..self.shape
+                };
+                // SAFETY: one parameter of type srb_pack_buckets_params (bindgen from the
+                // kernel's header); the rest as above, for the counts, offsets and sources.
+                unsafe { self.pack_buckets.launch(stream, shape, &mut args) }
+            }
+        }
+    }
+
+    /// The pack kernel's parameter for `columns` and `count`, into the slot `at` says.
+    fn pack_params(
         &self,
         columns: &[ColumnSource],
         count: RawCount,
-        seq: u64,
-        slot: usize,
+        at: SlotAt,
     ) -> abi::srb_pack_params {
+        let (seq, slot, seq_counter, ring_ctl) = match at {
+            SlotAt::Host { seq, slot } => (seq, slot, 0, 0),
+            SlotAt::Device { counter, ctl } => (0, 0, counter, ctl),
+        };
         abi::srb_pack_params {
             count_ptr: count.ptr(),
             slots: self.device_slots(),
@@ -379,8 +436,8 @@ impl Slots {
             trailer_offset: self.layout.trailer_offset() as u64,
             capacity: self.layout.capacity() as u64,
             seq,
-            seq_counter: 0,
-            ring_ctl: 0,
+            seq_counter,
+            ring_ctl,
             slot_sync: self.sync.ptr(),
             slot: slot as u32,
             num_slots: self.num_slots as u32,
@@ -391,16 +448,20 @@ impl Slots {
     }
 
     /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
-    /// the k buckets partition), `counts` and `offsets` (k each, of `counts`' kind), into slot
-    /// `slot` as readback `seq`.
-    pub(super) fn pack_buckets_params(
+    /// the k buckets partition), `counts` and `offsets` (k each, of `counts`' kind), into the
+    /// host-sequenced slot `at` says (bucket packs are never device-sequenced).
+    fn pack_buckets_params(
         &self,
         columns: &[ColumnSource],
         counts: RawCount,
         offsets: CUdeviceptr,
-        seq: u64,
-        slot: usize,
+        at: SlotAt,
     ) -> abi::srb_pack_buckets_params {
+        debug_assert!(matches!(at, SlotAt::Host { .. }));
+        let (seq, slot) = match at {
+            SlotAt::Host { seq, slot } => (seq, slot),
+            SlotAt::Device { .. } => (0, 0),
+        };
         abi::srb_pack_buckets_params {
             counts_ptr: counts.ptr(),
             offsets_ptr: offsets,
@@ -473,42 +534,6 @@ impl Slots {
             }
         }
         d
-    }
-
-    /// Launches the bucket pack kernel with `p`: one block per bucket.
-    ///
-    /// # Safety
-    /// As [`Slots::launch_pack`], for the counts, offsets and sources of `p`.
-    pub(super) unsafe fn launch_pack_buckets(
-        &self,
-        stream: CUstream,
-        mut p: abi::srb_pack_buckets_params,
-    ) -> Result<()> {
-        let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<std::ffi::c_void>()];
-        let shape = LaunchShape {
-            grid: p.num_buckets.max(1),
-            ..self.shape
-        };
-        // SAFETY: one parameter of type srb_pack_buckets_params (bindgen from the kernel's
-        // header); the rest per the contract.
-        unsafe { self.pack_buckets.launch(stream, shape, &mut args) }
-    }
-
-    /// Launches the pack kernel with `p`.
-    ///
-    /// # Safety
-    /// The context is bound, `stream` is a live stream of it, and the sources and count of `p`
-    /// are valid per the enqueue's contract until the pack has run.
-    pub(super) unsafe fn launch_pack(
-        &self,
-        stream: CUstream,
-        mut p: abi::srb_pack_params,
-    ) -> Result<()> {
-        let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<std::ffi::c_void>()];
-        // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's header); the
-        // slots and sync records belong to self; the sources per the contract; the kernel
-        // starts with griddepcontrol.wait when launched programmatically.
-        unsafe { self.pack.launch(stream, self.shape, &mut args) }
     }
 }
 

@@ -126,7 +126,8 @@ impl Kernel {
         Ok(v)
     }
 
-    /// Launches the kernel on `stream` with `cuLaunchKernelEx`.
+    /// Launches the kernel on `stream` with `cuLaunchKernelEx`, with programmatic dependent
+    /// launch if `shape` asks for it.
     ///
     /// # Safety
     /// - `params` holds one pointer per kernel parameter, in order, each pointing to a value
@@ -142,16 +143,24 @@ impl Kernel {
         shape: LaunchShape,
         params: &mut [*mut c_void],
     ) -> Result<()> {
-        // SAFETY: per the contract.
+        let mut attr = programmatic();
+        let config = launch_config(
+            stream,
+            (shape.grid, 1, 1),
+            (shape.block, 1, 1),
+            shape.programmatic.then_some(&mut attr),
+        );
+        // SAFETY: per the contract; config and attr live for the call.
         unsafe {
-            self.launch_dims(
-                stream,
-                (shape.grid, 1, 1),
-                (shape.block, 1, 1),
-                shape.programmatic,
-                params,
+            sys::cuLaunchKernelEx(
+                &config,
+                self.func,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
             )
         }
+        .result()
+        .map_err(Error::cuda("cuLaunchKernelEx"))
     }
 
     /// [`Kernel::launch`] with a 3-D grid and block, without programmatic launch.
@@ -166,41 +175,8 @@ impl Kernel {
         block: (u32, u32, u32),
         params: &mut [*mut c_void],
     ) -> Result<()> {
-        // SAFETY: per the contract.
-        unsafe { self.launch_dims(stream, grid, block, false, params) }
-    }
-
-    /// # Safety
-    /// As [`Kernel::launch`].
-    unsafe fn launch_dims(
-        &self,
-        stream: CUstream,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        programmatic: bool,
-        params: &mut [*mut c_void],
-    ) -> Result<()> {
-        // SAFETY: CUlaunchAttribute is plain data; zero is a valid (unused) value.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
-        let config = sys::CUlaunchConfig {
-            gridDimX: grid.0.max(1),
-            gridDimY: grid.1.max(1),
-            gridDimZ: grid.2.max(1),
-            blockDimX: block.0.max(1),
-            blockDimY: block.1.max(1),
-            blockDimZ: block.2.max(1),
-            sharedMemBytes: 0,
-            hStream: stream,
-            attrs: if programmatic {
-                &mut attr
-            } else {
-                std::ptr::null_mut()
-            },
-            numAttrs: u32::from(programmatic),
-        };
-        // SAFETY: per the contract; config and attr live for the call.
+        let config = launch_config(stream, grid, block, None);
+        // SAFETY: per the contract; config lives for the call.
         unsafe {
             sys::cuLaunchKernelEx(
                 &config,
@@ -211,5 +187,37 @@ impl Kernel {
         }
         .result()
         .map_err(Error::cuda("cuLaunchKernelEx"))
+    }
+}
+
+/// The launch attribute that allows programmatic dependent launch.
+fn programmatic() -> sys::CUlaunchAttribute {
+    // SAFETY: CUlaunchAttribute is plain data; zero is a valid (unused) value.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    attr
+}
+
+/// A launch of `grid` blocks of `block` threads on `stream`, with `attr` if given (it must
+/// outlive the launch).
+fn launch_config(
+    stream: CUstream,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    attr: Option<&mut sys::CUlaunchAttribute>,
+) -> sys::CUlaunchConfig {
+    let num_attrs = u32::from(attr.is_some());
+    sys::CUlaunchConfig {
+        gridDimX: grid.0.max(1),
+        gridDimY: grid.1.max(1),
+        gridDimZ: grid.2.max(1),
+        blockDimX: block.0.max(1),
+        blockDimY: block.1.max(1),
+        blockDimZ: block.2.max(1),
+        sharedMemBytes: 0,
+        hStream: stream,
+        attrs: attr.map_or(std::ptr::null_mut(), |a| a as *mut _),
+        numAttrs: num_attrs,
     }
 }

@@ -3,8 +3,9 @@
 //! spilled.
 use super::{Filled, HostEngine};
 use crate::engine::ring::Lease;
+use crate::engine::slots::Pack;
 use crate::engine::ticket::{Fill, TicketCore};
-use crate::engine::Sources;
+use crate::engine::Lens;
 use crate::error::Result;
 use crate::raw::abi;
 use crate::raw::driver;
@@ -136,7 +137,6 @@ impl HostEngine {
                 len: spill.rows * k,
             })
             .collect();
-        let sources = Sources::new(&cols);
         // The rows each bucket spilled: the append's last block kept them.
         let count = match self.bucket_counts_of(lease.slot) {
             Some((ptr, bytes)) => RawCount::u64(ptr + (bytes / 2) as u64),
@@ -145,20 +145,17 @@ impl HostEngine {
                     + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
             ),
         };
+        let pack = Pack {
+            sources: &cols,
+            count,
+            offsets: spill.offsets.as_ref().map(|o| o.ptr()),
+        };
         // SAFETY: per the contract; the spill region and the counters belong to this engine
         // and stay unwritten while the lease is held and its append is complete; the slot's
         // event is recorded after the fetch below, so the next append waits for it.
         let fetched = unsafe {
             self.prepare(stream, Some(self.events[lease.slot]))?;
-            match &spill.offsets {
-                Some(offsets) => fetch.enqueue_buckets_prepared(
-                    stream,
-                    sources.as_slice(),
-                    count,
-                    offsets.ptr(),
-                )?,
-                None => fetch.enqueue_prepared(stream, sources.as_slice(), count)?,
-            }
+            fetch.pack(stream, pack)?
         };
         // SAFETY: live event of this engine; the lease is held.
         unsafe { driver::event_record(self.events[lease.slot], stream)? };
@@ -168,7 +165,7 @@ impl HostEngine {
             fetched,
             Fill::Pack {
                 kind: count.kind(),
-                lens: sources.lens(),
+                lens: Lens::of(&cols),
             },
         )))
     }

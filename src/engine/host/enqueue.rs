@@ -1,18 +1,188 @@
-//! The enqueue path of a host-sequenced readback, in the order it runs: checks, joining the
-//! producer's event, the capture check, taking a slot, ordering after the slot's previous
-//! readback, the pack kernel, the staged copy and the slot's event.
+//! The enqueue path of a host-sequenced readback, in the order it runs: the checks, joining the
+//! producer's event, the capture check, binding the buffers through cudarc's event tracking
+//! (the safe enqueue), taking a slot, ordering after the slot's previous readback, the pack
+//! kernel, the staged copy and the slot's event.
 use super::HostEngine;
 use crate::config::Transport;
+use crate::element::CountType;
 use crate::engine::ring::Lease;
+use crate::engine::slots::{Pack, SlotAt};
 use crate::engine::ticket::{Fill, TicketCore};
+use crate::engine::tracked::ErasedDevicePtr;
+use crate::engine::Lens;
 use crate::error::{Error, Result};
+use crate::layout::MAX_COLUMNS;
 use crate::raw::driver;
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUevent, CUstream};
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl HostEngine {
+    /// The safe enqueue shared by every façade: checks the stream, the buffers and `after`,
+    /// joins `after`, refuses a capturing stream, then binds the buffers through cudarc's event
+    /// tracking (which orders the pack after earlier cudarc writes, and later cudarc writes
+    /// after it) and packs them. With `offsets` it is a bucket pack, and `count` holds k
+    /// counts.
+    pub(crate) fn enqueue_tracked<K: CountType, C: DevicePtr<K>, O: DevicePtr<K>>(
+        self: &Arc<Self>,
+        stream: &CudaStream,
+        after: Option<&CudaEvent>,
+        sources: &[&dyn ErasedDevicePtr],
+        count: &C,
+        offsets: Option<&O>,
+    ) -> Result<TicketCore> {
+        let slots = &self.slots;
+        let ctx = slots.context().cu_ctx();
+        if stream.context().cu_ctx() != ctx {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        let after = after.map(|e| slots.check_event(e)).transpose()?;
+        if sources.iter().any(|s| s.context() != ctx) {
+            return Err(Error::ForeignContext {
+                what: if sources.len() == 1 {
+                    "the data"
+                } else {
+                    "a column's data"
+                },
+            });
+        }
+        if count.stream().context().cu_ctx() != ctx {
+            return Err(Error::ForeignContext { what: "the count" });
+        }
+        let k = slots.layout().buckets();
+        let need = if offsets.is_some() { k } else { 1 };
+        if count.len() < need {
+            return Err(Error::BufferTooShort {
+                what: if offsets.is_some() {
+                    "the counts"
+                } else {
+                    "the count"
+                },
+                len: count.len(),
+                need,
+            });
+        }
+        if let Some(o) = offsets {
+            if o.stream().context().cu_ctx() != ctx {
+                return Err(Error::ForeignContext {
+                    what: "the offsets",
+                });
+            }
+            if o.len() < k {
+                return Err(Error::BufferTooShort {
+                    what: "the offsets",
+                    len: o.len(),
+                    need: k,
+                });
+            }
+        }
+        // SAFETY: the stream and event belong to this context (checked above). Before cudarc's
+        // event tracking (the guards below) can put its waits into a capture.
+        unsafe { self.prepare(stream.cu_stream(), after)? };
+        // An error cudarc stashed before this call is not this call's: set it aside, and put it
+        // back afterwards for whichever cudarc call reports it next.
+        let earlier = slots.context().check_err();
+        let ticket = {
+            // The guards make `stream` wait for earlier cudarc writes now, and record this read
+            // when they drop, after the launch.
+            let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 2] = Default::default();
+            let mut cols = [ColumnSource::default(); MAX_COLUMNS];
+            for (i, s) in sources.iter().enumerate() {
+                let (ptr, g) = s.device_ptr(stream);
+                guards[i] = Some(g);
+                cols[i] = ColumnSource { ptr, len: s.len() };
+            }
+            let (cptr, g) = count.device_ptr(stream);
+            guards[MAX_COLUMNS] = Some(g);
+            let offsets = offsets.map(|o| {
+                let (p, g) = o.device_ptr(stream);
+                guards[MAX_COLUMNS + 1] = Some(g);
+                p
+            });
+            let sources = &cols[..sources.len()];
+            let count = RawCount::new(cptr, K::KIND);
+            slots.check_sources(sources, count)?;
+            // SAFETY: the stream and buffers belong to this context (checked above); cudarc
+            // keeps them allocated while borrowed, and its event tracking orders later writes
+            // after this read (or, with tracking disabled, the caller promised cudarc to order
+            // them); each length is the buffer's true length, and the counts and offsets hold
+            // k values.
+            let lease = unsafe {
+                self.pack(
+                    stream.cu_stream(),
+                    Pack {
+                        sources,
+                        count,
+                        offsets,
+                    },
+                )?
+            };
+            let fill = Fill::Pack {
+                kind: K::KIND,
+                lens: Lens::of(sources),
+            };
+            TicketCore::new(self.clone(), lease, fill)
+        };
+        // The guards recorded their events as they dropped; cudarc stashes a failure there.
+        let ours = slots.context().check_err();
+        slots.context().record_err(earlier);
+        ours.map_err(Error::cuda(
+            "cuEventRecord (cudarc's tracking of a source buffer)",
+        ))?;
+        Ok(ticket)
+    }
+
+    /// The raw-pointer enqueue (the C API's and the unsafe Rust one's): every check of the
+    /// pointers and the stream, then the pack, and its ticket.
+    ///
+    /// # Safety
+    /// - `stream` (null: the legacy stream) and `after` are live handles;
+    /// - each source addresses at least `len` elements of its column's size in device memory of
+    ///   this context, `count` a count of its kind (k of them for a bucket pack) and the
+    ///   offsets k values of that kind; that memory stays allocated, and is not written, until
+    ///   the readback completes (the ticket's wait), which the caller orders its later work
+    ///   after.
+    pub(crate) unsafe fn enqueue_raw(
+        self: &Arc<Self>,
+        stream: CUstream,
+        after: Option<CUevent>,
+        pack: Pack<'_>,
+    ) -> Result<TicketCore> {
+        let Pack {
+            sources,
+            count,
+            offsets,
+        } = pack;
+        self.slots.check_sources(sources, count)?;
+        if let Some(offsets) = offsets {
+            if offsets == 0 || !offsets.is_multiple_of(count.kind().size() as u64) {
+                return Err(Error::BadPointer {
+                    what: "the offsets",
+                    addr: offsets,
+                    align: count.kind().size(),
+                });
+            }
+        }
+        // SAFETY: per the contract.
+        unsafe { self.slots.check_raw_stream(stream)? };
+        self.slots.check_raw_sources(sources, count)?;
+        if let Some(offsets) = offsets {
+            self.slots.check_raw_pointer("the offsets", offsets)?;
+        }
+        // SAFETY: per the contract; the stream is of this context (checked).
+        let lease = unsafe {
+            self.prepare(stream, after)?;
+            self.pack(stream, pack)?
+        };
+        let fill = Fill::Pack {
+            kind: count.kind(),
+            lens: Lens::of(sources),
+        };
+        Ok(TicketCore::new(self.clone(), lease, fill))
+    }
+
     /// Binds the context, makes `stream` wait for `after` (if any), then errors if `stream` is
     /// capturing a CUDA graph. The wait comes first: if `after` was recorded in a stream under
     /// capture, it joins `stream` to that capture, and the check refuses it instead of
@@ -34,83 +204,46 @@ impl HostEngine {
         Ok(())
     }
 
-    /// Enqueues one pack of `sources` sized by `count` on a stream that [`Self::prepare`] has
-    /// just prepared, and returns the slot it took.
+    /// Packs into a slot on a stream that [`Self::prepare`] has just prepared: takes a slot,
+    /// orders `stream` after the slot's previous readback, launches the pack (the bucket pack
+    /// with offsets), records the slot's completion (even if the launch failed: the slot's
+    /// next user, or the engine's drop, waits for its event, which must cover whatever did get
+    /// enqueued), and gives the slot back on an error.
     ///
     /// # Safety
-    /// - `sources` and `count` passed [`super::Slots::check_sources`];
+    /// - the sources and count of `pack` passed [`crate::engine::Slots::check_sources`];
     /// - `stream` is live, of this context, prepared; the context is bound;
-    /// - each source addresses at least `len` elements of its column's size in device memory of
-    ///   this context, and `count` a count of its kind; that memory stays allocated, and is not
-    ///   written, until the readback completes (the lease's event), which the caller orders its
-    ///   later work after.
-    pub(crate) unsafe fn enqueue_prepared(
-        &self,
-        stream: CUstream,
-        sources: &[ColumnSource],
-        count: RawCount,
-    ) -> Result<Lease> {
-        let launch = |lease: &Lease| {
-            let p = self
-                .slots
-                .pack_params(sources, count, lease.seq, lease.slot);
-            // SAFETY: per this function's contract; the lease is held.
-            unsafe { self.slots.launch_pack(stream, p) }
-        };
-        // SAFETY: per this function's contract; the launch is the pack into the leased slot.
-        unsafe { self.enqueue_launch(stream, launch) }
-    }
-
-    /// What every pack enqueue does around its launch: takes a slot, orders `stream` after the
-    /// slot's previous readback, runs `launch`, records the slot's completion (even if the
-    /// launch failed: the slot's next user, or the engine's drop, waits for its event, which
-    /// must cover whatever did get enqueued), and gives the slot back on an error.
-    ///
-    /// # Safety
-    /// `stream` is live, of this context, prepared; the context is bound; `launch` enqueues on
-    /// `stream` only work that writes the leased slot (as the pack kernels do).
-    unsafe fn enqueue_launch(
-        &self,
-        stream: CUstream,
-        launch: impl FnOnce(&Lease) -> Result<()>,
-    ) -> Result<Lease> {
+    /// - the memory of `pack` is valid as [`Self::enqueue_raw`] requires.
+    pub(crate) unsafe fn pack(&self, stream: CUstream, pack: Pack<'_>) -> Result<Lease> {
         let lease = self.acquire()?;
-        let result = (|| {
-            // SAFETY: per this function's contract; the lease is held.
-            let id = unsafe { self.order_after_previous(stream, &lease)? };
-            let launched = launch(&lease);
-            // SAFETY: as above; recorded after the launch.
-            let completed = unsafe { self.complete(stream, &lease, id, launched.is_ok()) };
-            launched.and(completed)
-        })();
+        // SAFETY: per this function's contract; the lease is held.
+        let result = match unsafe { self.order_after_previous(stream, &lease) } {
+            Err(e) => Err(e),
+            Ok(id) => {
+                let at = SlotAt::Host {
+                    seq: lease.seq,
+                    slot: lease.slot,
+                };
+                // SAFETY: per this function's contract; the pack writes the leased slot.
+                let launched = unsafe { self.slots.launch(stream, pack, at) };
+                // SAFETY: as above; recorded after the launch.
+                let completed = unsafe { self.complete(stream, &lease, id, launched.is_ok()) };
+                launched.and(completed)
+            }
+        };
         if result.is_err() {
             self.release(&lease);
         }
         result.map(|()| lease)
     }
 
-    /// The whole raw-pointer enqueue (the C API's and the unsafe Rust one's): every check, then
-    /// the pack.
-    ///
-    /// # Safety
-    /// As [`Self::enqueue_prepared`] for the memory; `stream` (null: the legacy stream) and
-    /// `after` are live handles.
-    pub(crate) unsafe fn enqueue_raw(
-        &self,
-        stream: CUstream,
-        after: Option<CUevent>,
-        sources: &[ColumnSource],
-        count: RawCount,
-    ) -> Result<Lease> {
-        self.slots.check_sources(sources, count)?;
-        // SAFETY: per the contract.
-        unsafe { self.slots.check_raw_stream(stream)? };
-        self.slots.check_raw_sources(sources, count)?;
-        // SAFETY: per the contract; the stream is of this context (checked).
-        unsafe {
-            self.prepare(stream, after)?;
-            self.enqueue_prepared(stream, sources, count)
-        }
+    /// Takes the next free slot (round robin), or [`Error::SlotsExhausted`].
+    pub(super) fn acquire(&self) -> Result<Lease> {
+        // The ring's invariants hold between calls, so a panic elsewhere cannot poison them.
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        ring.acquire().ok_or(Error::SlotsExhausted {
+            slots: self.slots.num_slots(),
+        })
     }
 
     /// The slot's previous readback (and copy) may still run on another stream: orders work
@@ -181,68 +314,6 @@ impl HostEngine {
             .stream
             .store(known, Ordering::Relaxed);
         copied.and(recorded)
-    }
-
-    /// Enqueues one bucket pack on a prepared stream: `sources` partitioned into this
-    /// readback's k buckets by `counts` and `offsets` (k each, of `counts`' kind, device
-    /// memory). Returns the slot it took.
-    ///
-    /// # Safety
-    /// As [`Self::enqueue_prepared`]; `offsets` addresses k naturally aligned values of the
-    /// counts' kind in device memory of this context, allocated and unwritten meanwhile.
-    pub(crate) unsafe fn enqueue_buckets_prepared(
-        &self,
-        stream: CUstream,
-        sources: &[ColumnSource],
-        counts: RawCount,
-        offsets: u64,
-    ) -> Result<Lease> {
-        let launch = |lease: &Lease| {
-            let p = self
-                .slots
-                .pack_buckets_params(sources, counts, offsets, lease.seq, lease.slot);
-            // SAFETY: per this function's contract; the lease is held.
-            unsafe { self.slots.launch_pack_buckets(stream, p) }
-        };
-        // SAFETY: per this function's contract; the launch is the bucket pack into the slot.
-        unsafe { self.enqueue_launch(stream, launch) }
-    }
-
-    /// The whole raw-pointer bucket pack (C API, unsafe Rust): every check, then the pack.
-    ///
-    /// # Safety
-    /// As [`Self::enqueue_buckets_prepared`]; `stream` (null: the legacy stream) and `after`
-    /// are live handles.
-    pub(crate) unsafe fn enqueue_buckets_raw(
-        &self,
-        stream: CUstream,
-        after: Option<CUevent>,
-        sources: &[ColumnSource],
-        counts: RawCount,
-        offsets: u64,
-    ) -> Result<Lease> {
-        self.slots.check_sources(sources, counts)?;
-        if offsets == 0 || !offsets.is_multiple_of(counts.kind().size() as u64) {
-            return Err(Error::BadPointer {
-                what: "the offsets",
-                addr: offsets,
-                align: counts.kind().size(),
-            });
-        }
-        // SAFETY: per the contract.
-        unsafe { self.slots.check_raw_stream(stream)? };
-        self.slots.check_raw_sources(sources, counts)?;
-        self.slots.check_raw_pointer("the offsets", offsets)?;
-        // SAFETY: per the contract; the stream is of this context (checked).
-        unsafe {
-            self.prepare(stream, after)?;
-            self.enqueue_buckets_prepared(stream, sources, counts, offsets)
-        }
-    }
-
-    /// Wraps `lease` of this engine, filled as `fill`, in a ticket.
-    pub(crate) fn ticket(self: &Arc<Self>, lease: Lease, fill: Fill) -> TicketCore {
-        TicketCore::new(self.clone(), lease, fill)
     }
 
     /// The transport in use.

@@ -63,7 +63,7 @@ pub(crate) enum Filled {
 pub(crate) struct HostEngine {
     pub(super) slots: Slots,
     pub(super) events: Vec<CUevent>,
-    ring: Mutex<Ring>,
+    pub(super) ring: Mutex<Ring>,
     pub(super) state: Vec<SlotState>,
     pub(super) spill: Option<Spill>,
     /// Bucketed append: per slot, the buckets' counters and their spilled rows (2 k u64).
@@ -181,13 +181,6 @@ impl HostEngine {
     fn ring(&self) -> MutexGuard<'_, Ring> {
         // The ring's invariants hold between calls, so a panic elsewhere cannot poison them.
         self.ring.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes the next free slot (round robin), or [`crate::Error::SlotsExhausted`].
-    pub(super) fn acquire(&self) -> Result<Lease> {
-        self.ring().acquire().ok_or(crate::Error::SlotsExhausted {
-            slots: self.slots.num_slots(),
-        })
     }
 
     /// Gives `lease`'s slot back.
