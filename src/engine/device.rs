@@ -14,6 +14,7 @@ use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
+use crate::raw::event::Event;
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::CudaContext;
@@ -50,6 +51,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A ring of device-sequenced slots.
 #[derive(Debug)]
 pub(crate) struct DeviceEngine {
+    /// An event never recorded: querying it reports a sticky device error without waiting.
+    /// Destroyed first, as before the buffers are freed.
+    probe: Event,
     slots: Slots,
     /// The `u64` sequence number of the newest finished readback (device memory).
     counter: DeviceBuffer,
@@ -57,8 +61,6 @@ pub(crate) struct DeviceEngine {
     ctl: PinnedBuffer,
     /// Append recordings: the spill region (rows per slot, buffer, layout), or none.
     spill: Option<(usize, DeviceBuffer, SlotLayout)>,
-    /// An event never recorded: querying it reports a sticky device error without waiting.
-    probe: CUevent,
     /// Serializes the consumers, so readbacks are taken in order.
     consumer: Mutex<()>,
     /// Replays taken and not yet released, with their rows. `cursor` changes under it too.
@@ -68,12 +70,6 @@ pub(crate) struct DeviceEngine {
     /// How the recordings fill the slots; `None` until the first.
     recording: Mutex<Option<Recording>>,
 }
-
-// SAFETY: the probe event and the buffers' addresses are used only with the context bound;
-// the host state is behind mutexes or atomic; Slots is Sync.
-unsafe impl Send for DeviceEngine {}
-// SAFETY: as above.
-unsafe impl Sync for DeviceEngine {}
 
 impl DeviceEngine {
     /// `cfg.slots` device-sequenced slots of `cfg.capacity` rows of `elem_sizes`, with a spill
@@ -93,14 +89,13 @@ impl DeviceEngine {
                 Some((rows, DeviceBuffer::new_zeroed(ctx, bytes)?, layout))
             }
         };
-        // SAFETY: Slots::new bound the context.
-        let probe = unsafe { driver::event_create()? };
+        let probe = Event::new(ctx)?;
         Ok(DeviceEngine {
+            probe,
             slots,
             counter,
             ctl,
             spill,
-            probe,
             consumer: Mutex::new(()),
             held: Mutex::new(BTreeMap::new()),
             cursor: AtomicU64::new(1),
@@ -359,8 +354,7 @@ impl DeviceEngine {
     /// Reports a sticky device error (a faulted kernel) without waiting.
     pub(crate) fn check_device(&self) -> Result<()> {
         driver::bind(self.slots.context())?;
-        // SAFETY: live event of this engine, never recorded.
-        unsafe { driver::event_query(self.probe) }.map(|_| ())
+        self.probe.query().map(|_| ())
     }
 
     /// Releases a held replay (in any order). Returns false if `seq` was not held.
@@ -429,7 +423,11 @@ impl Drop for DeviceEngine {
         // these slots: wait for all of it before the memory is freed.
         let _ = driver::bind(self.slots.context());
         let _ = self.slots.context().synchronize();
-        // SAFETY: created in new, never recorded, destroyed once.
-        let _ = unsafe { driver::event_destroy(self.probe) };
     }
 }
+
+// The engine is shared between threads as it is: every field is Send and Sync.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<DeviceEngine>();
+};

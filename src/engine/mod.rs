@@ -36,7 +36,7 @@
 //!    readback: no wait on its event);
 //! 10. `host/enqueue.rs` → `slots.rs` → `raw/module.rs`: `Slots::launch` → `Kernel::launch` →
 //!     `cuLaunchKernelEx`;
-//! 11. `host/enqueue.rs` → `raw/driver.rs`: `event_record` (the slot's event);
+//! 11. `host/enqueue.rs` → `raw/event.rs`: `Event::record` (the slot's event);
 //! 12. `host/enqueue.rs` → `sources.rs`, `ticket.rs`: the ticket's core;
 //! 13. `host/enqueue.rs` → cudarc: the buffers' guards record this read; the stashed error
 //!     put back;

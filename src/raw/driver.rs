@@ -1,13 +1,13 @@
 //! Thin checked calls into the CUDA driver API: each wraps one `sys` call, turns its status
 //! into an [`Error`] naming the call, and states its safety conditions. Nothing here keeps
-//! state; the owning types live in [`super::buffer`], [`super::module`] and the engine.
+//! state; the owning types live in [`super::buffer`], [`super::event`] and [`super::module`].
 use crate::error::{Error, Result};
 use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::CudaContext;
 use std::ffi::c_void;
 
 /// Turns a driver status into `Ok` or an [`Error::Cuda`] naming `call`.
-fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+pub(super) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
     status.result().map_err(Error::cuda(call))
 }
 
@@ -175,63 +175,6 @@ pub(crate) unsafe fn memset_zero_async(
         unsafe { sys::cuMemsetD8Async(dst, 0, bytes, stream) },
         "cuMemsetD8Async",
     )
-}
-
-/// `cuEventCreate` with timing disabled (cheaper to record and to wait on).
-///
-/// # Safety
-/// A context must be current on this thread.
-pub(crate) unsafe fn event_create() -> Result<CUevent> {
-    let mut e: CUevent = std::ptr::null_mut();
-    check(
-        // SAFETY: e is a valid out-pointer; a context is current.
-        unsafe { sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) },
-        "cuEventCreate",
-    )?;
-    Ok(e)
-}
-
-/// `cuEventDestroy`.
-///
-/// # Safety
-/// `e` is a live event, destroyed once.
-pub(crate) unsafe fn event_destroy(e: CUevent) -> Result<()> {
-    // SAFETY: per the contract.
-    let status = unsafe { sys::cuEventDestroy_v2(e) };
-    check(status, "cuEventDestroy")
-}
-
-/// `cuEventRecord`.
-///
-/// # Safety
-/// `e` and `stream` are live and belong to the same context.
-pub(crate) unsafe fn event_record(e: CUevent, stream: CUstream) -> Result<()> {
-    // SAFETY: per the contract.
-    let status = unsafe { sys::cuEventRecord(e, stream) };
-    check(status, "cuEventRecord")
-}
-
-/// `cuEventQuery`: `Ok(true)` when complete, `Ok(false)` while pending, `Err` on a device error.
-///
-/// # Safety
-/// `e` is a live event.
-pub(crate) unsafe fn event_query(e: CUevent) -> Result<bool> {
-    // SAFETY: per the contract.
-    match unsafe { sys::cuEventQuery(e) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(true),
-        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-        other => check(other, "cuEventQuery").map(|()| false),
-    }
-}
-
-/// `cuEventSynchronize`.
-///
-/// # Safety
-/// `e` is a live event.
-pub(crate) unsafe fn event_synchronize(e: CUevent) -> Result<()> {
-    // SAFETY: per the contract.
-    let status = unsafe { sys::cuEventSynchronize(e) };
-    check(status, "cuEventSynchronize")
 }
 
 /// `cuStreamWaitEvent`: work enqueued on `stream` after this waits for `e`.

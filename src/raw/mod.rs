@@ -1,8 +1,9 @@
 //! The lowest layer: the slot ABI generated from the kernels' header, thin checked driver
-//! calls, owned device and pinned buffers, and the embedded kernels. Crate-private; everything
-//! above it goes through these types.
+//! calls, owned device and pinned buffers and events, and the embedded kernels.
+//! Crate-private; everything above it goes through these types.
 pub(crate) mod abi;
 pub(crate) mod buffer;
 pub(crate) mod driver;
+pub(crate) mod event;
 pub(crate) mod images;
 pub(crate) mod module;

@@ -154,11 +154,11 @@ impl HostEngine {
         // and stay unwritten while the lease is held and its append is complete; the slot's
         // event is recorded after the fetch below, so the next append waits for it.
         let fetched = unsafe {
-            self.prepare(stream, Some(self.events[lease.slot]))?;
+            self.prepare(stream, Some(self.events[lease.slot].raw()))?;
             fetch.pack(stream, pack)?
         };
-        // SAFETY: live event of this engine; the lease is held.
-        unsafe { driver::event_record(self.events[lease.slot], stream)? };
+        // SAFETY: the stream is of this context; the lease is held.
+        unsafe { self.events[lease.slot].record(stream)? };
         self.state[lease.slot].stream.store(0, Ordering::Relaxed);
         Ok(Some(TicketCore::new(
             fetch,

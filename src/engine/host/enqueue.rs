@@ -271,7 +271,7 @@ impl HostEngine {
         let previous = self.state[lease.slot].stream.load(Ordering::Relaxed);
         if lease.reused && (id == 0 || previous != id) {
             // SAFETY: per the contract; a live event of this engine.
-            unsafe { driver::stream_wait_event(stream, self.events[lease.slot])? };
+            unsafe { driver::stream_wait_event(stream, self.events[lease.slot].raw())? };
         }
         Ok(id)
     }
@@ -307,8 +307,8 @@ impl HostEngine {
         };
         // Recorded even if the copy failed: the kernel is in flight, and the slot's next user
         // (or the engine's drop) must be able to wait for it through this event.
-        // SAFETY: per the contract; a live event of this engine.
-        let recorded = unsafe { driver::event_record(self.events[lease.slot], stream) };
+        // SAFETY: per the contract.
+        let recorded = unsafe { self.events[lease.slot].record(stream) };
         let known = if recorded.is_ok() { id } else { 0 };
         self.state[lease.slot]
             .stream

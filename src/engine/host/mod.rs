@@ -10,7 +10,7 @@ use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::raw::buffer::DeviceBuffer;
 use crate::raw::driver;
-use cudarc::driver::sys::CUevent;
+use crate::raw::event::Event;
 use cudarc::driver::CudaContext;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -61,20 +61,16 @@ pub(crate) enum Filled {
 /// A ring of host-sequenced slots with one event each.
 #[derive(Debug)]
 pub(crate) struct HostEngine {
+    /// One per slot, recorded after each readback. Before `slots`, so that they are destroyed
+    /// before the memory is freed.
+    pub(super) events: Vec<Event>,
     pub(super) slots: Slots,
-    pub(super) events: Vec<CUevent>,
     pub(super) ring: Mutex<Ring>,
     pub(super) state: Vec<SlotState>,
     pub(super) spill: Option<Spill>,
     /// Bucketed append: per slot, the buckets' counters and their spilled rows (2 k u64).
     pub(super) bucket_counts: Option<DeviceBuffer>,
 }
-
-// SAFETY: the CUevent handles may be used from any thread that binds the context (every
-// method does); the ring is behind a Mutex, the per-slot state is atomic, and Slots is Sync.
-unsafe impl Send for HostEngine {}
-// SAFETY: as above.
-unsafe impl Sync for HostEngine {}
 
 impl HostEngine {
     /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`, filled as
@@ -118,20 +114,9 @@ impl HostEngine {
         } else {
             None
         };
-        let mut events = Vec::with_capacity(cfg.slots);
-        for _ in 0..cfg.slots {
-            // SAFETY: Slots::new bound the context.
-            match unsafe { driver::event_create() } {
-                Ok(e) => events.push(e),
-                Err(err) => {
-                    for e in events {
-                        // SAFETY: created above, never recorded.
-                        let _ = unsafe { driver::event_destroy(e) };
-                    }
-                    return Err(err);
-                }
-            }
-        }
+        let events = (0..cfg.slots)
+            .map(|_| Event::new(ctx))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(HostEngine {
             slots,
             events,
@@ -227,15 +212,18 @@ impl Drop for HostEngine {
     fn drop(&mut self) {
         // No ticket is alive (each holds an Arc to self), but readbacks whose tickets were
         // dropped unwaited may still write the slots: wait for every slot's last event before
-        // the buffers are freed. A device error here (sticky context error) leaves nothing to
-        // wait for; the memory is freed all the same.
+        // the events are destroyed and the buffers freed (the fields, after this). A device
+        // error here (sticky context error) leaves nothing to wait for; the memory is freed
+        // all the same.
         let _ = driver::bind(self.context());
-        for &e in &self.events {
-            // SAFETY: live events of this engine, destroyed once, after their work.
-            unsafe {
-                let _ = driver::event_synchronize(e);
-                let _ = driver::event_destroy(e);
-            }
+        for e in &self.events {
+            let _ = e.synchronize();
         }
     }
 }
+
+// The engine is shared between threads as it is: every field is Send and Sync.
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<HostEngine>();
+};

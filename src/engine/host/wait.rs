@@ -17,7 +17,7 @@ impl HostEngine {
     pub(crate) fn wait(&self, lease: &Lease, deadline: Option<Instant>) -> Result<()> {
         driver::bind(self.context())?;
         let start = Instant::now();
-        let event = self.events[lease.slot];
+        let event = &self.events[lease.slot];
         let timed_out = || Error::Timeout {
             waited: start.elapsed(),
         };
@@ -37,8 +37,7 @@ impl HostEngine {
                     }
                     let now = Instant::now();
                     if now >= next_query {
-                        // SAFETY: live event of this engine.
-                        if unsafe { driver::event_query(event)? } {
+                        if event.query()? {
                             // Complete: the trailer must be there now (decoding says if not).
                             fence(Ordering::Acquire);
                             return Ok(());
@@ -51,13 +50,9 @@ impl HostEngine {
                 }
             }
             _ => match deadline {
-                None => {
-                    // SAFETY: live event of this engine.
-                    unsafe { driver::event_synchronize(event) }.map(|()| fence(Ordering::Acquire))
-                }
+                None => event.synchronize().map(|()| fence(Ordering::Acquire)),
                 Some(d) => loop {
-                    // SAFETY: live event of this engine.
-                    if unsafe { driver::event_query(event)? } {
+                    if event.query()? {
                         fence(Ordering::Acquire);
                         return Ok(());
                     }
@@ -78,8 +73,7 @@ impl HostEngine {
             return Ok(true);
         }
         driver::bind(self.context())?;
-        // SAFETY: live event of this engine.
-        let done = unsafe { driver::event_query(self.events[lease.slot])? };
+        let done = self.events[lease.slot].query()?;
         if done {
             fence(Ordering::Acquire);
         }
