@@ -3,6 +3,7 @@
 //! sequence number of the previous readback), takes `seq = counter + 1` and `slot = (seq - 1)
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
+use super::backoff::{Backoff, Pause, QUERY_PERIOD};
 use super::slots::{Pack, SlotAt};
 use super::trailer::{self, Filler};
 use super::view::SlotView;
@@ -246,27 +247,24 @@ impl DeviceEngine {
 
     /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
     fn lock_consumer(&self, deadline: Option<Instant>) -> Option<MutexGuard<'_, ()>> {
-        let Some(deadline) = deadline else {
+        if deadline.is_none() {
             return Some(lock(&self.consumer));
-        };
-        let mut attempts = 0u32;
-        loop {
-            match self.consumer.try_lock() {
-                Ok(guard) => return Some(guard),
-                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            // Another consumer is waiting for its replay: yield a little, then nap.
-            if attempts < 64 {
-                attempts += 1;
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
         }
+        let try_lock = || match self.consumer.try_lock() {
+            Ok(guard) => Ok(Some(guard)),
+            Err(TryLockError::Poisoned(p)) => Ok(Some(p.into_inner())),
+            Err(TryLockError::WouldBlock) => Ok(None),
+        };
+        // Another consumer is waiting for its replay: yield a little, then nap.
+        let backoff = Backoff {
+            spins: 1,
+            period: Duration::MAX,
+            pause: Pause::YieldThenSleep {
+                yields: 64,
+                sleep: Duration::from_micros(20),
+            },
+        };
+        backoff.run(deadline, try_lock, || Ok(None)).ok()
     }
 
     /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
@@ -321,34 +319,26 @@ impl DeviceEngine {
     }
 
     fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Instant>) -> Result<()> {
-        let start = Instant::now();
-        let mut next_check = start;
-        loop {
-            for _ in 0..256 {
-                // The overrun word first: if a readback numbered >= seq has finished, readback
-                // `seq` finished before it (they run one at a time, and the overrun store is
-                // ordered after every earlier trailer), so its trailer is final.
-                let overrun = self.overrun_seq();
-                if self.slots.seq_visible(slot, seq) {
-                    return Ok(());
-                }
-                if overrun >= seq {
-                    return Err(Error::Overrun { seq });
-                }
-                std::hint::spin_loop();
+        let trailer = || {
+            // The overrun word first: if a readback numbered >= seq has finished, readback
+            // `seq` finished before it (they run one at a time, and the overrun store is
+            // ordered after every earlier trailer), so its trailer is final.
+            let overrun = self.overrun_seq();
+            if self.slots.seq_visible(slot, seq) {
+                return Ok(Some(()));
             }
-            // A device-error check costs an event query (about 1.5 µs): not after every spin.
-            let now = Instant::now();
-            if now >= next_check {
-                self.check_device()?;
-                next_check = now + super::host::EVENT_QUERY_PERIOD;
+            if overrun >= seq {
+                return Err(Error::Overrun { seq });
             }
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    waited: start.elapsed(),
-                });
-            }
-        }
+            Ok(None)
+        };
+        // A device-error check costs an event query: not after every spin.
+        let backoff = Backoff {
+            spins: 256,
+            period: QUERY_PERIOD,
+            pause: Pause::None,
+        };
+        backoff.run(deadline, trailer, || self.check_device().map(|()| None))
     }
 
     /// Reports a sticky device error (a faulted kernel) without waiting.

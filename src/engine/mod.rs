@@ -9,6 +9,8 @@
 //!   and drop), `enqueue.rs` (the safe and the raw enqueue, the pack into a slot),
 //!   `append.rs`, `wait.rs`;
 //! - `device.rs` ([`device::DeviceEngine`]): device-sequenced readbacks (CUDA graph replay);
+//! - `backoff.rs`: the one wait loop (spin, check the device now and then, give up at a
+//!   deadline) of every wait;
 //! - `tracked.rs`: the safe enqueue's cudarc glue (buffers with their element type erased);
 //! - `ticket.rs` ([`ticket::TicketCore`]), `trailer.rs` (decoding a slot's trailer) and
 //!   `view.rs` ([`view::SlotView`]): what every ticket and readout is made of;
@@ -52,13 +54,15 @@
 //!
 //! 1. `readback.rs` → `engine/ticket.rs`: `TicketCore::wait_until`;
 //! 2. `engine/ticket.rs` → `host/wait.rs`: `HostEngine::wait` → `raw/driver.rs` (bind) and
-//!    `slots.rs` (`seq_visible`, the trailer's acquire load);
+//!    `slots.rs` (`seq_visible`, the trailer's acquire load; a trailer not yet there would
+//!    go on in `backoff.rs`);
 //! 3. `engine/ticket.rs` → `slots.rs`: `trailer`; → `trailer.rs`: `decode`;
 //! 4. `engine/ticket.rs` → `view.rs`: `SlotView::new`;
 //! 5. `readback.rs` → `view.rs`: the column's slice.
 //!
 //! 8 crossings; 4 frames to the trailer's load (`Ticket::wait`, `TicketCore::wait_until`,
 //! `HostEngine::wait`, `Slots::seq_visible`).
+mod backoff;
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod ring;

@@ -19,8 +19,6 @@ mod append;
 mod enqueue;
 mod wait;
 
-pub(crate) use wait::EVENT_QUERY_PERIOD;
-
 /// Per-slot host state, written only by the holder of the slot's lease (the ring's mutex orders
 /// one holder's writes before the next holder's reads).
 #[derive(Debug, Default)]
