@@ -35,6 +35,15 @@ pub struct SlotLayout {
     stride: usize,
 }
 
+/// Whether a slot has a bucket table (the counts of each bucket, before the trailer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BucketTable {
+    /// Only with more than one bucket.
+    IfBucketed,
+    /// Also with one bucket: the bucket pack writes one.
+    Always,
+}
+
 /// Bytes of a bucket table of `k` buckets: four header words and one count per bucket.
 pub(crate) fn table_bytes(k: usize) -> usize {
     8 * (4 + k)
@@ -50,18 +59,18 @@ impl SlotLayout {
     /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
     /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
     pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
-        Self::with_buckets(capacity, elem_sizes, 1, false)
+        Self::with_buckets(capacity, elem_sizes, 1, BucketTable::IfBucketed)
     }
 
-    /// Lays out `buckets` regions of `capacity` rows of each column; with more than one bucket
-    /// (or with `table`), the bucket table follows the columns.
+    /// Lays out `buckets` regions of `capacity` rows of each column; the bucket table, if `table`
+    /// asks for one, follows the columns.
     ///
     /// Errors: as [`SlotLayout::new`], and 0 or more than [`MAX_BUCKETS`] buckets.
     pub(crate) fn with_buckets(
         capacity: usize,
         elem_sizes: &[usize],
         buckets: usize,
-        table: bool,
+        table: BucketTable,
     ) -> Result<Self> {
         if capacity == 0 {
             return Err(Error::config("capacity must be at least 1 element"));
@@ -109,7 +118,7 @@ impl SlotLayout {
                 .ok_or_else(overflow)?;
         }
         let table_offset = at;
-        let table = table || buckets > 1;
+        let table = table == BucketTable::Always || buckets > 1;
         if table {
             at = at
                 .checked_add(table_bytes(buckets))
@@ -219,17 +228,21 @@ mod tests {
 
     #[test]
     fn bucketed_layout() {
-        let l = SlotLayout::with_buckets(3, &[8, 4], 4, false).unwrap();
+        let l = SlotLayout::with_buckets(3, &[8, 4], 4, BucketTable::IfBucketed).unwrap();
         assert_eq!(l.column_offsets(), &[0, 96]);
         assert_eq!(l.bucket_table_offset(), 144);
         assert_eq!(l.trailer_offset(), 144 + 64); // 4 header words + 4 counts
         assert_eq!(l.buckets(), 4);
         assert_eq!(table_bytes(4), 64);
-        assert!(SlotLayout::with_buckets(3, &[8], 0, false).is_err());
-        assert!(SlotLayout::with_buckets(3, &[8], MAX_BUCKETS + 1, false).is_err());
-        assert!(SlotLayout::with_buckets(usize::MAX / 16, &[8], 256, false).is_err());
+        assert!(SlotLayout::with_buckets(3, &[8], 0, BucketTable::IfBucketed).is_err());
+        assert!(
+            SlotLayout::with_buckets(3, &[8], MAX_BUCKETS + 1, BucketTable::IfBucketed).is_err()
+        );
+        assert!(
+            SlotLayout::with_buckets(usize::MAX / 16, &[8], 256, BucketTable::IfBucketed).is_err()
+        );
         // One bucket with a table (a bucket pack of one bucket).
-        let one = SlotLayout::with_buckets(3, &[8], 1, true).unwrap();
+        let one = SlotLayout::with_buckets(3, &[8], 1, BucketTable::Always).unwrap();
         assert!(one.has_bucket_table() && one.trailer_offset() == 32 + 48);
         assert!(!SlotLayout::new(3, &[8]).unwrap().has_bucket_table());
     }

@@ -4,14 +4,14 @@
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
 use super::backoff::{Backoff, Pause, QUERY_PERIOD};
-use super::slots::{Pack, SlotAt};
+use super::slots::{Pack, Sequencing, SlotAt};
 use super::trailer::{self, Filler};
 use super::view::SlotView;
 use super::{Lens, Slots};
 use crate::config::ReadbackConfig;
 use crate::element::CountKind;
 use crate::error::{Error, Result};
-use crate::layout::SlotLayout;
+use crate::layout::{BucketTable, SlotLayout};
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
@@ -81,7 +81,13 @@ impl DeviceEngine {
         cfg: &ReadbackConfig,
     ) -> Result<Self> {
         let spill_plan = Self::spill_plan(elem_sizes, cfg)?;
-        let slots = Slots::new(ctx, elem_sizes, cfg, true, false)?;
+        let slots = Slots::new(
+            ctx,
+            elem_sizes,
+            cfg,
+            Sequencing::Device,
+            BucketTable::IfBucketed,
+        )?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
         let spill = match spill_plan {
@@ -107,7 +113,7 @@ impl DeviceEngine {
     /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
     /// and those of the spill region.
     pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, true, false)?;
+        Slots::plan(elem_sizes, cfg, Sequencing::Device, BucketTable::IfBucketed)?;
         Self::spill_plan(elem_sizes, cfg)?;
         Ok(())
     }

@@ -5,7 +5,7 @@ use super::trailer::{self, Trailer};
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
-use crate::layout::{SlotLayout, MAX_COLUMNS};
+use crate::layout::{BucketTable, SlotLayout, MAX_COLUMNS};
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
@@ -39,6 +39,16 @@ pub(crate) enum SlotAt {
     },
 }
 
+/// Who picks each readback's slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sequencing {
+    /// The host, from its ring ([`super::host::HostEngine`]).
+    Host,
+    /// The pack on the device, from a counter (graph replay, [`super::device::DeviceEngine`]):
+    /// it runs without programmatic dependent launch and needs the mapped transport.
+    Device,
+}
+
 /// What every readback has: the slots and their layout, the pack kernel, the device scratch.
 #[derive(Debug)]
 pub(crate) struct Slots {
@@ -60,17 +70,17 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// Allocates `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` and loads the pack
-    /// kernel. `device_sequenced`: the pack decides its slot on the device (graph replay), so
-    /// it runs without programmatic dependent launch and needs the mapped transport.
+    /// Allocates `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`, with a bucket table
+    /// as `table` says, and loads the pack kernels.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
-        device_sequenced: bool,
-        table: bool,
+        sequencing: Sequencing,
+        table: BucketTable,
     ) -> Result<Self> {
-        let (layout, total) = Self::plan(elem_sizes, cfg, device_sequenced, table)?;
+        let (layout, total) = Self::plan(elem_sizes, cfg, sequencing, table)?;
+        let device_sequenced = sequencing == Sequencing::Device;
         let mapped = cfg.transport == Transport::Mapped;
         driver::ensure_driver()?;
         driver::bind(ctx)?;
@@ -148,10 +158,11 @@ impl Slots {
     pub(crate) fn plan(
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
-        device_sequenced: bool,
-        table: bool,
+        sequencing: Sequencing,
+        table: BucketTable,
     ) -> Result<(SlotLayout, usize)> {
         let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
+        let device_sequenced = sequencing == Sequencing::Device;
         let total = layout.total_bytes(cfg.slots)?;
         if device_sequenced && cfg.buckets > 1 {
             return Err(Error::config(

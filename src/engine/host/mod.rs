@@ -3,10 +3,10 @@
 //! slot. By phase: `enqueue.rs` (the pack into a slot), `append.rs` (a slot for the user's
 //! kernel, and the fetch of its spill), `wait.rs`.
 use super::ring::{Lease, Ring};
-use super::Slots;
+use super::slots::{Sequencing, Slots};
 use crate::config::ReadbackConfig;
 use crate::error::Result;
-use crate::layout::SlotLayout;
+use crate::layout::{BucketTable, SlotLayout};
 use crate::raw::abi;
 use crate::raw::buffer::DeviceBuffer;
 use crate::raw::driver;
@@ -56,6 +56,16 @@ pub(crate) enum Filled {
     Append,
 }
 
+impl Filled {
+    /// The bucket table its slots have.
+    fn table(self) -> BucketTable {
+        match self {
+            Filled::BucketPack => BucketTable::Always,
+            Filled::Pack | Filled::Append => BucketTable::IfBucketed,
+        }
+    }
+}
+
 /// A ring of host-sequenced slots with one event each.
 #[derive(Debug)]
 pub(crate) struct HostEngine {
@@ -81,7 +91,7 @@ impl HostEngine {
     ) -> Result<Arc<Self>> {
         let append = filled == Filled::Append;
         let spill_plan = Self::spill_plan(elem_sizes, cfg, filled)?;
-        let slots = Slots::new(ctx, elem_sizes, cfg, false, filled == Filled::BucketPack)?;
+        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, filled.table())?;
         let k = cfg.buckets;
         let spill = match spill_plan {
             None => None,
@@ -128,7 +138,7 @@ impl HostEngine {
     /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
     /// and those of the spill region.
     pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig, filled: Filled) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, false, filled == Filled::BucketPack)?;
+        Slots::plan(elem_sizes, cfg, Sequencing::Host, filled.table())?;
         Self::spill_plan(elem_sizes, cfg, filled)?;
         Ok(())
     }
@@ -142,7 +152,12 @@ impl HostEngine {
     ) -> Result<Option<(usize, SlotLayout, usize)>> {
         match (filled, cfg.spill_rows()) {
             (Filled::Append, rows) if rows > 0 => {
-                let layout = SlotLayout::with_buckets(rows, elem_sizes, cfg.buckets, false)?;
+                let layout = SlotLayout::with_buckets(
+                    rows,
+                    elem_sizes,
+                    cfg.buckets,
+                    BucketTable::IfBucketed,
+                )?;
                 let bytes = layout.total_bytes(cfg.slots)?;
                 Ok(Some((rows, layout, bytes)))
             }
