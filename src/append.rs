@@ -104,9 +104,10 @@
 //! [`AppendTicket::fetch_spill`] brings the spilled ones back with one pack. Past the spill,
 //! grow the readback to the true count and run the kernel again.
 use crate::config::{ReadbackConfig, Transport, WaitMode};
-use crate::engine::host::{Filled, HostEngine};
+use crate::engine::host::HostEngine;
 use crate::engine::ring::Lease;
-use crate::engine::ticket::{Fill, TicketCore};
+use crate::engine::ticket::TicketCore;
+use crate::engine::trailer::Fill;
 use crate::error::{Error, Result};
 use crate::layout::SlotLayout;
 use crate::raw::abi;
@@ -182,12 +183,7 @@ impl AppendReadback {
     ) -> Result<Self> {
         Self::check(schema, &config)?;
         Ok(AppendReadback {
-            engine: RwLock::new(HostEngine::new(
-                ctx,
-                &schema.elem_sizes(),
-                &config,
-                Filled::Append,
-            )?),
+            engine: RwLock::new(HostEngine::appends(ctx, &schema.elem_sizes(), &config)?),
             schema: Arc::new(schema.clone()),
         })
     }
@@ -196,7 +192,7 @@ impl AppendReadback {
     /// region's size among them), as [`crate::ColumnReadback::check`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
-        HostEngine::check(&schema.elem_sizes(), config, Filled::Append)
+        HostEngine::check_appends(&schema.elem_sizes(), config)
     }
 
     fn engine(&self) -> Arc<HostEngine> {
@@ -249,12 +245,7 @@ impl AppendReadback {
         let old = self.engine();
         let mut config = old.slots().config().clone();
         config.capacity = capacity;
-        let new = HostEngine::new(
-            old.context(),
-            &self.schema.elem_sizes(),
-            &config,
-            Filled::Append,
-        )?;
+        let new = HostEngine::appends(old.context(), &self.schema.elem_sizes(), &config)?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
     }
@@ -394,8 +385,11 @@ impl PendingAppend<'_> {
             self.engine
                 .append_end(self.stream, &lease, self.id, launched)?
         };
+        let fill = Fill::Append {
+            spill_rows: self.engine.spill_rows(),
+        };
         Ok(AppendTicket {
-            core: TicketCore::new(self.engine.clone(), lease, Fill::Append),
+            core: TicketCore::new(self.engine.clone(), lease, fill),
             schema: self.schema.clone(),
         })
     }

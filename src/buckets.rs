@@ -2,10 +2,10 @@
 //! buckets, read back in one launch into one slot that holds each bucket's count and rows.
 use crate::config::ReadbackConfig;
 use crate::element::CountType;
-use crate::engine::host::{Filled, HostEngine};
+use crate::engine::host::HostEngine;
 use crate::engine::slots::Pack;
 use crate::error::Result;
-use crate::layout::SlotLayout;
+use crate::layout::{BucketTable, SlotLayout};
 use crate::schema::{ColumnSchema, Source};
 use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
@@ -38,7 +38,7 @@ impl BucketReadback {
     ) -> Result<Self> {
         Self::check(schema, &config)?;
         Ok(BucketReadback {
-            engine: HostEngine::new(ctx, &schema.elem_sizes(), &config, Filled::BucketPack)?,
+            engine: HostEngine::packs(ctx, &schema.elem_sizes(), &config, BucketTable::Always)?,
             schema: Arc::new(schema.clone()),
         })
     }
@@ -47,7 +47,7 @@ impl BucketReadback {
     /// [`crate::ColumnReadback::check`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
-        HostEngine::check(&schema.elem_sizes(), config, Filled::BucketPack)
+        HostEngine::check_packs(&schema.elem_sizes(), config, BucketTable::Always)
     }
 
     /// The columns.

@@ -38,13 +38,13 @@
 //! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::CountType;
-use crate::engine::host::{Filled, HostEngine};
+use crate::engine::host::HostEngine;
 use crate::engine::slots::Pack;
 use crate::engine::ticket::TicketCore;
 use crate::engine::tracked::ErasedDevicePtr;
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
-use crate::layout::SlotLayout;
+use crate::layout::{BucketTable, SlotLayout};
 use crate::schema::{ColumnSchema, Source};
 use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
@@ -73,11 +73,11 @@ impl ColumnReadback {
     ) -> Result<Self> {
         Self::check(schema, &config)?;
         Ok(ColumnReadback {
-            engine: RwLock::new(HostEngine::new(
+            engine: RwLock::new(HostEngine::packs(
                 ctx,
                 &schema.elem_sizes(),
                 &config,
-                Filled::Pack,
+                BucketTable::IfBucketed,
             )?),
             schema: Arc::new(schema.clone()),
         })
@@ -97,7 +97,7 @@ impl ColumnReadback {
                 config.buckets
             )));
         }
-        HostEngine::check(&schema.elem_sizes(), config, Filled::Pack)
+        HostEngine::check_packs(&schema.elem_sizes(), config, BucketTable::IfBucketed)
     }
 
     pub(crate) fn engine(&self) -> Arc<HostEngine> {
@@ -152,11 +152,11 @@ impl ColumnReadback {
         let old = self.engine();
         let mut config = old.slots().config().clone();
         config.capacity = capacity;
-        let new = HostEngine::new(
+        let new = HostEngine::packs(
             old.context(),
             &self.schema.elem_sizes(),
             &config,
-            Filled::Pack,
+            BucketTable::IfBucketed,
         )?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())

@@ -51,8 +51,6 @@ use crate::append::AppendDesc;
 use crate::config::ReadbackConfig;
 use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
-use crate::engine::host::{Filled, HostEngine};
-use crate::engine::slots::Pack;
 use crate::engine::view::SlotView;
 use crate::error::{Error, Result};
 use crate::layout::SlotLayout;
@@ -61,7 +59,7 @@ use crate::source::{ColumnSource, RawCount};
 use crate::ticket::{ColumnReadout, ColumnTicket};
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A readback that can be recorded into a CUDA graph and replayed; see
@@ -72,8 +70,6 @@ pub struct GraphReadback {
     schema: Arc<ColumnSchema>,
     /// The overflowed append replay `next` left held, until `overflowed` or the next `next`.
     overflowed: Mutex<Option<u64>>,
-    /// Brings spilled rows back (created on first use).
-    spill_fetch: OnceLock<Arc<HostEngine>>,
 }
 
 /// One replay's readback, taken with [`GraphReadback::next`]. Holds its slot until dropped;
@@ -210,7 +206,6 @@ impl GraphReadback {
             engine: DeviceEngine::new(ctx, &schema.elem_sizes(), &config)?,
             schema: Arc::new(schema.clone()),
             overflowed: Mutex::new(None),
-            spill_fetch: OnceLock::new(),
         })
     }
 
@@ -445,36 +440,12 @@ impl GraphReadback {
     /// # Safety
     /// `stream` is a live stream of this readback's context.
     unsafe fn fetch_spill_raw(&self, stream: CUstream, seq: u64) -> Result<Option<ColumnTicket>> {
-        let slots = self.engine.slots();
-        let Some((cols, count)) = self.engine.spill_sources(seq) else {
+        debug_assert!(self.engine.held_view(seq).is_some(), "the caller holds it");
+        // SAFETY: per the contract; the caller holds replay `seq`, and the fetch is waited for
+        // below, before the caller can release it.
+        let Some(core) = (unsafe { self.engine.fetch_spill(stream, seq)? }) else {
             return Ok(None);
         };
-        debug_assert!(self.engine.held_view(seq).is_some(), "the caller holds it");
-        let fetch = match self.spill_fetch.get() {
-            Some(f) => f.clone(),
-            None => {
-                let mut cfg = slots.config().clone();
-                cfg.capacity = self.engine.spill_rows();
-                cfg.slots = 2;
-                let e = HostEngine::new(
-                    slots.context(),
-                    slots.layout().elem_sizes(),
-                    &cfg,
-                    Filled::Pack,
-                )?;
-                self.spill_fetch.get_or_init(|| e).clone()
-            }
-        };
-        let pack = Pack {
-            sources: &cols,
-            count,
-            offsets: None,
-        };
-        // SAFETY: the spill region and its count belong to this readback and stay unwritten
-        // while replay `seq` is held (the device writes a slot only once it is released), and
-        // the fetch is waited for below, before the caller can release it; the stream is of
-        // this context (checked).
-        let core = unsafe { fetch.enqueue_raw(stream, None, pack)? };
         let ticket = ColumnTicket::from_core(core, self.schema.clone());
         match ticket.wait() {
             Ok(_) | Err(Error::CountExceedsCapacity { .. }) => {}

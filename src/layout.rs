@@ -54,18 +54,19 @@ fn round_up(x: usize, to: usize) -> Option<usize> {
 }
 
 impl SlotLayout {
-    /// Lays out `capacity` elements of each column (given by element size in bytes).
-    ///
-    /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
-    /// above `u32::MAX`, or a slot whose byte size overflows `usize`.
+    /// Lays out `capacity` elements of each column (given by element size in bytes), one
+    /// bucket, no table.
+    #[cfg(test)]
     pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
         Self::with_buckets(capacity, elem_sizes, 1, BucketTable::IfBucketed)
     }
 
-    /// Lays out `buckets` regions of `capacity` rows of each column; the bucket table, if `table`
-    /// asks for one, follows the columns.
+    /// Lays out `buckets` regions of `capacity` rows of each column (given by element size in
+    /// bytes); the bucket table, if `table` asks for one, follows the columns.
     ///
-    /// Errors: as [`SlotLayout::new`], and 0 or more than [`MAX_BUCKETS`] buckets.
+    /// Errors: zero capacity, no columns, more than [`MAX_COLUMNS`], an element size of 0 or
+    /// above `u32::MAX`, 0 or more than [`MAX_BUCKETS`] buckets, or a slot whose byte size
+    /// overflows `usize`.
     pub(crate) fn with_buckets(
         capacity: usize,
         elem_sizes: &[usize],

@@ -5,13 +5,14 @@
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
 use super::backoff::{Backoff, Pause, QUERY_PERIOD};
 use super::slots::{Pack, Sequencing, SlotAt};
-use super::trailer::{self, Filler};
+use super::spill::SpillRegion;
+use super::ticket::TicketCore;
+use super::trailer::{Fill, Lens};
 use super::view::SlotView;
-use super::{Lens, Slots};
+use super::Slots;
 use crate::config::ReadbackConfig;
-use crate::element::CountKind;
 use crate::error::{Error, Result};
-use crate::layout::{BucketTable, SlotLayout};
+use crate::layout::BucketTable;
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
@@ -23,16 +24,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
-
-/// How every recording of one device-sequenced readback fills its slots (they must agree:
-/// the host cannot tell which recording produced a replay, and decodes each the same way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recording {
-    /// The pack kernel, from a count of `kind` and sources of `lens` elements.
-    Pack { kind: CountKind, lens: Lens },
-    /// User kernels through the append header.
-    Append,
-}
 
 /// What one attempt to take the next replay came to.
 #[derive(Debug)]
@@ -60,16 +51,17 @@ pub(crate) struct DeviceEngine {
     counter: DeviceBuffer,
     /// The mapped [`abi::srb_ring_ctl`].
     ctl: PinnedBuffer,
-    /// Append recordings: the spill region (rows per slot, buffer, layout), or none.
-    spill: Option<(usize, DeviceBuffer, SlotLayout)>,
+    /// Append recordings: the spill region, or none.
+    spill: Option<SpillRegion>,
     /// Serializes the consumers, so readbacks are taken in order.
     consumer: Mutex<()>,
     /// Replays taken and not yet released, with their rows. `cursor` changes under it too.
     held: Mutex<BTreeMap<u64, usize>>,
     /// The next sequence number `take` returns.
     cursor: AtomicU64,
-    /// How the recordings fill the slots; `None` until the first.
-    recording: Mutex<Option<Recording>>,
+    /// How the recordings fill the slots (they must agree: the host cannot tell which
+    /// recording produced a replay, and decodes each the same way); `None` until the first.
+    recording: Mutex<Option<Fill>>,
 }
 
 impl DeviceEngine {
@@ -80,7 +72,7 @@ impl DeviceEngine {
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
     ) -> Result<Self> {
-        let spill_plan = Self::spill_plan(elem_sizes, cfg)?;
+        let spill_plan = SpillRegion::plan(elem_sizes, cfg, 1)?;
         let slots = Slots::new(
             ctx,
             elem_sizes,
@@ -90,12 +82,10 @@ impl DeviceEngine {
         )?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
-        let spill = match spill_plan {
-            None => None,
-            Some((rows, layout, bytes)) => {
-                Some((rows, DeviceBuffer::new_zeroed(ctx, bytes)?, layout))
-            }
-        };
+        // The fetch waits for its readback, so two slots serve it.
+        let spill = spill_plan
+            .map(|p| SpillRegion::new(ctx, p, 2))
+            .transpose()?;
         let probe = Event::new(ctx)?;
         Ok(DeviceEngine {
             probe,
@@ -114,23 +104,8 @@ impl DeviceEngine {
     /// and those of the spill region.
     pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
         Slots::plan(elem_sizes, cfg, Sequencing::Device, BucketTable::IfBucketed)?;
-        Self::spill_plan(elem_sizes, cfg)?;
+        SpillRegion::plan(elem_sizes, cfg, 1)?;
         Ok(())
-    }
-
-    /// The spill region of append recordings: rows per slot, layout and bytes (`None`: none).
-    fn spill_plan(
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-    ) -> Result<Option<(usize, SlotLayout, usize)>> {
-        match cfg.spill_rows() {
-            0 => Ok(None),
-            rows => {
-                let layout = SlotLayout::new(rows, elem_sizes)?;
-                let bytes = layout.total_bytes(cfg.slots)?;
-                Ok(Some((rows, layout, bytes)))
-            }
-        }
     }
 
     pub(crate) fn slots(&self) -> &Slots {
@@ -165,21 +140,21 @@ impl DeviceEngine {
     }
 
     /// Errors unless `r` agrees with the recording `old` (`None` before the first).
-    fn check_agrees(old: Option<Recording>, r: Recording) -> Result<()> {
+    fn check_agrees(old: Option<Fill>, r: Fill) -> Result<()> {
         let Some(old) = old else { return Ok(()) };
         if old == r {
             return Ok(());
         }
         Err(Error::RecordingMismatch {
             reason: match (old, r) {
-                (Recording::Pack { kind: a, .. }, Recording::Pack { kind: b, .. }) if a != b => {
+                (Fill::Pack { kind: a, .. }, Fill::Pack { kind: b, .. }) if a != b => {
                     format!(
                         "the count type was {} before and is {} now",
                         a.name(),
                         b.name()
                     )
                 }
-                (Recording::Pack { lens: a, .. }, Recording::Pack { lens: b, .. }) => format!(
+                (Fill::Pack { lens: a, .. }, Fill::Pack { lens: b, .. }) => format!(
                     "the source lengths were {} before and are {} now",
                     list(a.as_slice()),
                     list(b.as_slice())
@@ -208,7 +183,7 @@ impl DeviceEngine {
         self.slots.check_sources(sources, count)?;
         // SAFETY: per the contract.
         unsafe { self.slots.check_raw_stream(stream)? };
-        let recording = Recording::Pack {
+        let recording = Fill::Pack {
             kind: count.kind(),
             lens: Lens::of(sources),
         };
@@ -239,15 +214,17 @@ impl DeviceEngine {
     pub(crate) fn append_desc(&self) -> Result<abi::srb_append_desc> {
         {
             let mut recorded = lock(&self.recording);
-            Self::check_agrees(*recorded, Recording::Append)?;
-            *recorded = Some(Recording::Append);
+            let append = Fill::Append {
+                spill_rows: self.spill_rows(),
+            };
+            Self::check_agrees(*recorded, append)?;
+            *recorded = Some(append);
         }
-        let spill = self.spill.as_ref().map(|(rows, buf, l)| (*rows, buf, l));
         Ok(abi::srb_append_desc {
             seq: 0,
             seq_counter: self.counter.ptr(),
             ring_ctl: self.ctl.device_ptr(),
-            ..self.slots.append_desc(spill)
+            ..self.slots.append_desc(self.spill.as_ref())
         })
     }
 
@@ -290,20 +267,7 @@ impl DeviceEngine {
             return Ok(Take::Seq(seq, Err(e)));
         }
         let capacity = self.slots.layout().capacity();
-        let decoded = outcome.and_then(|()| {
-            let t = self.slots.trailer(slot);
-            let filler = match &recording {
-                Recording::Pack { kind, lens } => Filler::Pack {
-                    kind: *kind,
-                    source_lens: lens.as_slice(),
-                },
-                Recording::Append => Filler::Append {
-                    spill_capacity: self.spill.as_ref().map_or(0, |s| s.0 as u64),
-                    columns: self.slots.layout().elem_sizes(),
-                },
-            };
-            trailer::decode(&t, seq, slot, capacity, filler)
-        });
+        let decoded = outcome.and_then(|()| Ok(recording.decode(&self.slots, slot, seq)?.rows()));
         let mut held = lock(&self.held);
         match &decoded {
             Ok(rows) => {
@@ -380,29 +344,32 @@ impl DeviceEngine {
         self.set_released(oldest - 1);
     }
 
-    /// The spill region of held replay `seq`'s slot, as sources of a pack, and the address of
-    /// its spill count; `None` without a spill region.
-    pub(crate) fn spill_sources(&self, seq: u64) -> Option<(Vec<ColumnSource>, RawCount)> {
-        let (rows, buf, layout) = self.spill.as_ref()?;
+    /// Enqueues on `stream` the fetch of the rows that held replay `seq` spilled; `None`
+    /// without a spill region. The caller waits for it before it releases the replay.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context; replay `seq` is held, so the device writes
+    /// neither its spill region nor its count meanwhile.
+    pub(crate) unsafe fn fetch_spill(
+        &self,
+        stream: CUstream,
+        seq: u64,
+    ) -> Result<Option<TicketCore>> {
+        let Some(spill) = &self.spill else {
+            return Ok(None);
+        };
         let slot = self.slot_of(seq);
-        let base = buf.ptr() + (slot * layout.slot_stride()) as u64;
-        let cols = layout
-            .column_offsets()
-            .iter()
-            .map(|&off| ColumnSource {
-                ptr: base + off as u64,
-                len: *rows,
-            })
-            .collect();
         let count = RawCount::u64(
             self.slots.sync_ptr(slot) + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
         );
-        Some((cols, count))
+        let ctx = self.slots.context();
+        // SAFETY: per the contract; the append that wrote them finished (its replay was taken).
+        unsafe { spill.fetch(ctx, self.slots.config(), stream, None, slot, count) }.map(Some)
     }
 
     /// Rows of spill per slot (0: none).
     pub(crate) fn spill_rows(&self) -> usize {
-        self.spill.as_ref().map_or(0, |s| s.0)
+        self.spill.as_ref().map_or(0, SpillRegion::rows)
     }
 }
 

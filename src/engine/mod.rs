@@ -11,10 +11,13 @@
 //! - `device.rs` ([`device::DeviceEngine`]): device-sequenced readbacks (CUDA graph replay);
 //! - `backoff.rs`: the one wait loop (spin, check the device now and then, give up at a
 //!   deadline) of every wait;
+//! - `spill.rs` ([`spill::SpillRegion`]): an append readback's spill region and the one fetch
+//!   of its rows, for both engines;
 //! - `tracked.rs`: the safe enqueue's cudarc glue (buffers with their element type erased);
-//! - `ticket.rs` ([`ticket::TicketCore`]), `trailer.rs` (decoding a slot's trailer) and
-//!   `view.rs` ([`view::SlotView`]): what every ticket and readout is made of;
-//! - `sources.rs`: an enqueue's source lengths, inline.
+//! - `trailer.rs` ([`trailer::Fill`]): what fills a slot, and the one decode of its trailer
+//!   for both engines;
+//! - `ticket.rs` ([`ticket::TicketCore`]) and `view.rs` ([`view::SlotView`]): what every
+//!   ticket and readout is made of.
 //!
 //! # The hops of one enqueue
 //! `Readback::enqueue` of a mapped readback, on the stream its slot was last used on, with no
@@ -39,7 +42,8 @@
 //! 10. `host/enqueue.rs` → `slots.rs` → `raw/module.rs`: `Slots::launch` → `Kernel::launch` →
 //!     `cuLaunchKernelEx`;
 //! 11. `host/enqueue.rs` → `raw/event.rs`: `Event::record` (the slot's event);
-//! 12. `host/enqueue.rs` → `sources.rs`, `ticket.rs`: the ticket's core;
+//! 12. `host/enqueue.rs` → `trailer.rs`, `ticket.rs`: the ticket's core (its fill's source
+//!     lengths, `Lens::of`);
 //! 13. `host/enqueue.rs` → cudarc: the buffers' guards record this read; the stashed error
 //!     put back;
 //! 14. `columns.rs` → `ticket.rs`: the `ColumnTicket`, wrapped in a `Ticket` in
@@ -56,9 +60,9 @@
 //! 2. `engine/ticket.rs` → `host/wait.rs`: `HostEngine::wait` → `raw/driver.rs` (bind) and
 //!    `slots.rs` (`seq_visible`, the trailer's acquire load; a trailer not yet there would
 //!    go on in `backoff.rs`);
-//! 3. `engine/ticket.rs` → `slots.rs`: `trailer`; → `trailer.rs`: `decode`;
-//! 4. `engine/ticket.rs` → `view.rs`: `SlotView::new`;
-//! 5. `readback.rs` → `view.rs`: the column's slice.
+//! 3. `engine/ticket.rs` → `trailer.rs`: `Fill::decode` → `slots.rs` (`trailer`, the read)
+//!    and `view.rs` (`SlotView::new`);
+//! 4. `readback.rs` → `view.rs`: the column's slice.
 //!
 //! 8 crossings; 4 frames to the trailer's load (`Ticket::wait`, `TicketCore::wait_until`,
 //! `HostEngine::wait`, `Slots::seq_visible`).
@@ -67,7 +71,7 @@ pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod ring;
 pub(crate) mod slots;
-mod sources;
+pub(crate) mod spill;
 pub(crate) mod ticket;
 pub(crate) mod tracked;
 pub(crate) mod trailer;
@@ -77,4 +81,4 @@ pub(crate) mod view;
 mod props;
 
 pub(crate) use slots::Slots;
-pub(crate) use sources::Lens;
+pub(crate) use trailer::Lens;

@@ -5,7 +5,7 @@
 //! - slot layout arithmetic against a 128-bit model: alignment, no overlap, and overflow
 //!   reported as an error, never wrapped.
 use super::ring::Ring;
-use super::trailer::{self, Filler, Trailer};
+use super::trailer::{self, Fill, Lens, Trailer};
 use crate::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES};
 use crate::raw::abi;
 use crate::{CountKind, Error};
@@ -20,16 +20,11 @@ fn decode_trailer(
     capacity: usize,
     lens: &[usize],
 ) -> crate::Result<usize> {
-    trailer::decode(
-        t,
-        expected,
-        slot,
-        capacity,
-        Filler::Pack {
-            kind,
-            source_lens: lens,
-        },
-    )
+    let fill = Fill::Pack {
+        kind,
+        lens: Lens::new(lens),
+    };
+    trailer::decode(t, expected, slot, capacity, &fill, &[])
 }
 
 fn cases() -> u32 {

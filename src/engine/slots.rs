@@ -1,6 +1,7 @@
 //! The slots every readback has: pinned memory laid out by its [`SlotLayout`], the pack
 //! kernels that fill them, the per-slot device scratch, and the checks of what an enqueue or
 //! a recording is given.
+use super::spill::SpillRegion;
 use super::trailer::{self, Trailer};
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::error::{Error, Result};
@@ -509,13 +510,10 @@ impl Slots {
     }
 
     /// The append descriptor's fields every engine fills alike: the slots, their layout and
-    /// columns, and the spill region (`rows` per slot in `buffer`, laid out as `layout`) if
+    /// columns, and the spill region if
     /// any. The engine adds how the kernel takes its slot (host- or device-sequenced) and the
     /// buckets.
-    pub(super) fn append_desc(
-        &self,
-        spill: Option<(usize, &DeviceBuffer, &SlotLayout)>,
-    ) -> abi::srb_append_desc {
+    pub(super) fn append_desc(&self, spill: Option<&SpillRegion>) -> abi::srb_append_desc {
         let mut d = abi::srb_append_desc {
             slots: self.device_slots(),
             slot_stride: self.layout.slot_stride() as u64,
@@ -536,11 +534,11 @@ impl Slots {
             d.column_offset[i] = off as u64;
             d.elem_size[i] = size as u32;
         }
-        if let Some((rows, buffer, layout)) = spill {
-            d.spill = buffer.ptr();
-            d.spill_stride = layout.slot_stride() as u64;
-            d.spill_capacity = rows as u64;
-            for (i, &off) in layout.column_offsets().iter().enumerate() {
+        if let Some(spill) = spill {
+            d.spill = spill.buffer.ptr();
+            d.spill_stride = spill.layout.slot_stride() as u64;
+            d.spill_capacity = spill.rows as u64;
+            for (i, &off) in spill.layout.column_offsets().iter().enumerate() {
                 d.spill_offset[i] = off as u64;
             }
         }

@@ -2,24 +2,13 @@
 //! (so its trailer can be decoded), and the release of the slot when it drops.
 use super::host::HostEngine;
 use super::ring::Lease;
-use super::trailer::{self, Filler};
+use super::trailer::Fill;
 use super::view::SlotView;
-use super::Lens;
-use crate::element::CountKind;
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How a ticket's slot is filled.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Fill {
-    /// By the pack kernel, from a count of `kind` and sources of `lens` elements.
-    Pack { kind: CountKind, lens: Lens },
-    /// By a user kernel through the append header.
-    Append,
-}
 
 /// A held slot of a host-sequenced readback. Releases the slot when dropped.
 #[derive(Debug)]
@@ -68,110 +57,15 @@ impl TicketCore {
 
     /// The rows the trailer of this complete readback reports, or its error.
     fn decode(&self) -> Result<SlotView<'_>> {
-        let slots = self.engine.slots();
-        let t = slots.trailer(self.lease.slot);
-        let capacity = slots.layout().capacity();
-        if slots.layout().has_bucket_table() {
-            return self.decode_buckets(t);
+        let view = self
+            .fill
+            .decode(self.engine.slots(), self.lease.slot, self.lease.seq);
+        let unfinished = matches!(view, Err(Error::AppendUnfinished { .. }));
+        if matches!(self.fill, Fill::Append { .. }) && !unfinished {
+            // The append finished: its scratch is reset.
+            self.engine.mark_scratch_clean(self.lease.slot);
         }
-        let rows = match self.fill {
-            Fill::Pack { kind, lens } => trailer::decode(
-                &t,
-                self.lease.seq,
-                self.lease.slot,
-                capacity,
-                Filler::Pack {
-                    kind,
-                    source_lens: lens.as_slice(),
-                },
-            )?,
-            Fill::Append => {
-                if t.seq != self.lease.seq {
-                    // Complete (the event says so) but no trailer: the kernel never finished.
-                    return Err(Error::AppendUnfinished {
-                        seq: self.lease.seq,
-                    });
-                }
-                // The append finished: its scratch is reset.
-                self.engine.mark_scratch_clean(self.lease.slot);
-                trailer::decode(
-                    &t,
-                    self.lease.seq,
-                    self.lease.slot,
-                    capacity,
-                    Filler::Append {
-                        spill_capacity: self.engine.spill_rows() as u64,
-                        columns: slots.layout().elem_sizes(),
-                    },
-                )?
-            }
-        };
-        Ok(SlotView::new(slots, self.lease.slot, rows, self.lease.seq))
-    }
-
-    /// A bucketed slot's rows per bucket, or its error.
-    fn decode_buckets(&self, t: trailer::Trailer) -> Result<SlotView<'_>> {
-        let slots = self.engine.slots();
-        let capacity = slots.layout().capacity();
-        let filler = match self.fill {
-            Fill::Pack { kind, lens } => {
-                return self.decode_bucket_pack(t, kind, lens);
-            }
-            Fill::Append => {
-                if t.seq != self.lease.seq {
-                    return Err(Error::AppendUnfinished {
-                        seq: self.lease.seq,
-                    });
-                }
-                self.engine.mark_scratch_clean(self.lease.slot);
-                Filler::Append {
-                    spill_capacity: self.engine.spill_rows() as u64,
-                    columns: slots.layout().elem_sizes(),
-                }
-            }
-        };
-        let table = slots.bucket_table(self.lease.slot);
-        let rows = trailer::decode_buckets(
-            &t,
-            &table,
-            self.lease.seq,
-            self.lease.slot,
-            capacity,
-            filler,
-        )?;
-        Ok(SlotView::with_buckets(
-            slots,
-            self.lease.slot,
-            rows,
-            self.lease.seq,
-        ))
-    }
-
-    fn decode_bucket_pack(
-        &self,
-        t: trailer::Trailer,
-        kind: CountKind,
-        lens: Lens,
-    ) -> Result<SlotView<'_>> {
-        let slots = self.engine.slots();
-        let table = slots.bucket_table(self.lease.slot);
-        let rows = trailer::decode_buckets(
-            &t,
-            &table,
-            self.lease.seq,
-            self.lease.slot,
-            slots.layout().capacity(),
-            Filler::Pack {
-                kind,
-                source_lens: lens.as_slice(),
-            },
-        )?;
-        Ok(SlotView::with_buckets(
-            slots,
-            self.lease.slot,
-            rows,
-            self.lease.seq,
-        ))
+        view
     }
 
     /// Append: the rows that reached the slot, also after an [`Error::AppendOverflow`] (then

@@ -1,8 +1,90 @@
-//! Decoding a slot's trailer into a count or the error its status bits stand for: pure host
-//! logic, no GPU needed.
+//! What fills a slot ([`Fill`]), and decoding the trailer (and bucket table) it leaves into
+//! the rows the slot holds or the error its status bits stand for: one decode for both
+//! engines, on pure host logic that needs no GPU.
+use super::view::SlotView;
+use super::Slots;
 use crate::element::CountKind;
 use crate::error::{Error, Result};
+use crate::layout::MAX_COLUMNS;
 use crate::raw::abi;
+use crate::source::ColumnSource;
+
+/// What fills a slot, and what decoding it needs to know about that. A ticket holds the fill
+/// of its readback; every recording of a graph readback has the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// The pack kernel (the bucket pack, in a slot with a bucket table), from a count (k
+    /// counts) of `kind` and sources of `lens` elements, which name the short column.
+    Pack { kind: CountKind, lens: Lens },
+    /// User kernels through the append header, with `spill_rows` rows of spill per slot (per
+    /// bucket).
+    Append { spill_rows: usize },
+}
+
+impl Fill {
+    /// Reads slot `slot` of `slots`, complete (its acquire taken) and held by the caller, and
+    /// decodes it as readback `seq`: the view of its rows, or the error it reports.
+    pub(crate) fn decode<'s>(
+        &self,
+        slots: &'s Slots,
+        slot: usize,
+        seq: u64,
+    ) -> Result<SlotView<'s>> {
+        let t = slots.trailer(slot);
+        if let Fill::Append { .. } = self {
+            if t.seq != seq {
+                // Complete (the event says so) but no trailer: the kernel never finished.
+                return Err(Error::AppendUnfinished { seq });
+            }
+        }
+        let layout = slots.layout();
+        let (capacity, columns) = (layout.capacity(), layout.elem_sizes());
+        if layout.has_bucket_table() {
+            let table = slots.bucket_table(slot);
+            let rows = decode_buckets(&t, &table, seq, slot, capacity, self, columns)?;
+            Ok(SlotView::with_buckets(slots, slot, rows, seq))
+        } else {
+            let rows = decode(&t, seq, slot, capacity, self, columns)?;
+            Ok(SlotView::new(slots, slot, rows, seq))
+        }
+    }
+}
+
+/// Up to [`MAX_COLUMNS`] source lengths, inline (no allocation on the enqueue path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Lens {
+    v: [usize; MAX_COLUMNS],
+    n: usize,
+}
+
+impl Lens {
+    /// The first [`MAX_COLUMNS`] of `lens` (callers check the number against the layout).
+    pub(crate) fn new(lens: &[usize]) -> Self {
+        let n = lens.len().min(MAX_COLUMNS);
+        let mut l = Lens {
+            n,
+            ..Default::default()
+        };
+        l.v[..n].copy_from_slice(&lens[..n]);
+        l
+    }
+
+    /// The lengths of the first [`MAX_COLUMNS`] of `sources`.
+    pub(crate) fn of(sources: &[ColumnSource]) -> Self {
+        let mut l = Lens {
+            n: sources.len().min(MAX_COLUMNS),
+            ..Default::default()
+        };
+        for (d, s) in l.v.iter_mut().zip(sources) {
+            *d = s.len;
+        }
+        l
+    }
+
+    pub(crate) fn as_slice(&self) -> &[usize] {
+        &self.v[..self.n]
+    }
+}
 
 /// The trailer at the end of every slot, as a kernel wrote it.
 pub(crate) type Trailer = abi::srb_trailer;
@@ -18,15 +100,17 @@ pub(crate) struct BucketTable {
     pub(crate) counts: Vec<u64>,
 }
 
-/// Decodes a bucketed slot: its trailer `t` and table, `capacity` rows per bucket. Returns the
-/// rows of each bucket in the slot, or the error the trailer and table report.
+/// Decodes a bucketed slot filled as `fill`: its trailer `t` and table, `capacity` rows per
+/// bucket of `columns` (element sizes). Returns the rows of each bucket in the slot, or the
+/// error the trailer and table report.
 pub(crate) fn decode_buckets(
     t: &Trailer,
     table: &BucketTable,
     expected: u64,
     slot: usize,
     capacity: usize,
-    filler: Filler<'_>,
+    fill: &Fill,
+    columns: &[usize],
 ) -> Result<Vec<usize>> {
     let corrupt = || Error::CorruptTrailer {
         slot,
@@ -39,8 +123,8 @@ pub(crate) fn decode_buckets(
     }
     let k = table.counts.len();
     let cap = capacity as u64;
-    match filler {
-        Filler::Pack { kind, .. } => {
+    match *fill {
+        Fill::Pack { kind, .. } => {
             let bucket = table.bad_bucket as usize;
             let count = |b: usize| table.counts.get(b).copied().unwrap_or(0);
             if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
@@ -77,10 +161,8 @@ pub(crate) fn decode_buckets(
             }
             Ok(table.counts.iter().map(|&c| c as usize).collect())
         }
-        Filler::Append {
-            spill_capacity,
-            columns,
-        } => {
+        Fill::Append { spill_rows } => {
+            let spill_capacity = spill_rows as u64;
             let known = abi::SRB_STATUS_SPILLED
                 | abi::SRB_STATUS_DROPPED
                 | abi::SRB_STATUS_MISUSE
@@ -133,29 +215,16 @@ fn misuse(columns: &[usize]) -> Error {
     }
 }
 
-/// What a slot was filled by, and what decoding needs to know about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Filler<'a> {
-    /// The pack kernel, reading a count of `kind`; `source_lens` name the short column.
-    Pack {
-        kind: CountKind,
-        source_lens: &'a [usize],
-    },
-    /// A user kernel through the append header, with `spill_capacity` rows of spill.
-    Append {
-        spill_capacity: u64,
-        columns: &'a [usize],
-    },
-}
-
 /// Decodes trailer `t` of slot `slot`, expected to hold readback `expected`, of a slot of
-/// `capacity` rows. Returns the rows in the slot, or the error the trailer reports.
+/// `capacity` rows of `columns` (element sizes) filled as `fill`. Returns the rows in the
+/// slot, or the error the trailer reports.
 pub(crate) fn decode(
     t: &Trailer,
     expected: u64,
     slot: usize,
     capacity: usize,
-    filler: Filler<'_>,
+    fill: &Fill,
+    columns: &[usize],
 ) -> Result<usize> {
     let corrupt = || Error::CorruptTrailer {
         slot,
@@ -167,8 +236,9 @@ pub(crate) fn decode(
         return Err(corrupt());
     }
     let count = t.count_raw;
-    match filler {
-        Filler::Pack { kind, source_lens } => {
+    match *fill {
+        Fill::Pack { kind, lens } => {
+            let source_lens = lens.as_slice();
             if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
                 return Err(Error::NegativeCount {
                     count: count as i64,
@@ -199,10 +269,8 @@ pub(crate) fn decode(
             }
             Ok(count as usize)
         }
-        Filler::Append {
-            spill_capacity,
-            columns,
-        } => {
+        Fill::Append { spill_rows } => {
+            let spill_capacity = spill_rows as u64;
             let known = abi::SRB_STATUS_SPILLED | abi::SRB_STATUS_DROPPED | abi::SRB_STATUS_MISUSE;
             if t.status & !known != 0 {
                 return Err(corrupt());
@@ -243,11 +311,31 @@ mod tests {
         }
     }
 
-    fn pack(kind: CountKind, lens: &[usize]) -> Filler<'_> {
-        Filler::Pack {
-            kind,
-            source_lens: lens,
-        }
+    /// A fill and the slot's element sizes, as the decoders take them.
+    type Given = (Fill, &'static [usize]);
+
+    fn pack(kind: CountKind, lens: &[usize]) -> Given {
+        let lens = Lens::new(lens);
+        (Fill::Pack { kind, lens }, &[8])
+    }
+
+    fn append(spill_rows: usize, columns: &'static [usize]) -> Given {
+        (Fill::Append { spill_rows }, columns)
+    }
+
+    fn decode(t: &Trailer, expected: u64, slot: usize, cap: usize, f: Given) -> Result<usize> {
+        super::decode(t, expected, slot, cap, &f.0, f.1)
+    }
+
+    fn decode_buckets(
+        t: &Trailer,
+        table: &BucketTable,
+        expected: u64,
+        slot: usize,
+        capacity: usize,
+        f: Given,
+    ) -> Result<Vec<usize>> {
+        super::decode_buckets(t, table, expected, slot, capacity, &f.0, f.1)
     }
 
     #[test]
@@ -318,10 +406,7 @@ mod tests {
 
     #[test]
     fn bucketed_slots_report_each_bucket() {
-        let a = Filler::Append {
-            spill_capacity: 2,
-            columns: &[8],
-        };
+        let a = append(2, &[8]);
         let ok = trailer(6, 6, 0, 4);
         assert_eq!(
             decode_buckets(&ok, &table(&[1, 0, 5]), 4, 0, 5, a).unwrap(),
@@ -390,10 +475,7 @@ mod tests {
 
     #[test]
     fn append_overflow_reports_slot_spill_and_dropped_rows() {
-        let a = Filler::Append {
-            spill_capacity: 4,
-            columns: &[8, 4],
-        };
+        let a = append(4, &[8, 4]);
         assert_eq!(decode(&trailer(8, 8, 0, 3), 3, 0, 8, a).unwrap(), 8);
         let spilled = trailer(11, 8, abi::SRB_STATUS_SPILLED, 3);
         assert!(matches!(

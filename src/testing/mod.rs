@@ -146,14 +146,9 @@ pub fn decode_pack_trailer(
         magic: u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes")),
         seq: word(24),
     };
-    crate::engine::trailer::decode(
-        &t,
-        expected,
-        0,
-        capacity,
-        crate::engine::trailer::Filler::Pack {
-            kind,
-            source_lens: lens,
-        },
-    )
+    let fill = crate::engine::trailer::Fill::Pack {
+        kind,
+        lens: crate::engine::Lens::new(lens),
+    };
+    crate::engine::trailer::decode(&t, expected, 0, capacity, &fill, &[])
 }

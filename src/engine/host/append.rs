@@ -1,15 +1,13 @@
 //! The append path of a host-sequenced readback: a slot reserved for the user's kernel
 //! (`append_begin`), completed after its launch (`append_end`), and the fetch of the rows it
 //! spilled.
-use super::{Filled, HostEngine};
+use super::HostEngine;
 use crate::engine::ring::Lease;
-use crate::engine::slots::Pack;
-use crate::engine::ticket::{Fill, TicketCore};
-use crate::engine::Lens;
+use crate::engine::ticket::TicketCore;
 use crate::error::Result;
 use crate::raw::abi;
 use crate::raw::driver;
-use crate::source::{ColumnSource, RawCount};
+use crate::source::RawCount;
 use cudarc::driver::sys::{CUevent, CUstream};
 use std::sync::atomic::Ordering;
 
@@ -81,25 +79,24 @@ impl HostEngine {
     /// The append descriptor of `lease`'s slot.
     fn append_desc(&self, lease: &Lease) -> abi::srb_append_desc {
         let layout = &self.slots.layout;
-        let spill = self.spill.as_ref().map(|s| (s.rows, &s.buffer, &s.layout));
         abi::srb_append_desc {
             seq: lease.seq,
             slot: lease.slot as u32,
             num_buckets: layout.buckets() as u32,
             bucket_table: layout.bucket_table_offset() as u64,
             bucket_counts: self.bucket_counts.as_ref().map_or(0, |b| b.ptr()),
-            ..self.slots.append_desc(spill)
+            ..self.slots.append_desc(self.spill.as_ref())
         }
     }
 
-    /// Brings back the rows that the append in `lease`'s slot wrote to the spill region: a pack
-    /// from the spill region into the spill readback, ordered after the append, with the
-    /// slot's event moved past it (so the slot's next append waits for the fetch). `None`
-    /// when the readback has no spill region.
+    /// Brings back the rows that the append in `lease`'s slot wrote to the spill region: the
+    /// spill region's fetch, ordered after the append, with the slot's event moved past it
+    /// (so the slot's next append waits for the fetch). `None` when the readback has no spill
+    /// region.
     ///
     /// # Safety
-    /// `stream` and `after` are live handles of this context; `lease` is held by the caller,
-    /// and its append is complete.
+    /// `stream` is a live stream of this context; `lease` is held by the caller, and its
+    /// append is complete.
     pub(crate) unsafe fn fetch_spill(
         &self,
         stream: CUstream,
@@ -108,35 +105,6 @@ impl HostEngine {
         let Some(spill) = &self.spill else {
             return Ok(None);
         };
-        let fetch = match spill.fetch.get() {
-            Some(f) => f.clone(),
-            None => {
-                let mut cfg = self.slots.config().clone();
-                cfg.capacity = spill.rows;
-                let engine = HostEngine::new(
-                    self.context(),
-                    spill.layout.elem_sizes(),
-                    &cfg,
-                    if spill.layout.buckets() > 1 {
-                        Filled::BucketPack
-                    } else {
-                        Filled::Pack
-                    },
-                )?;
-                spill.fetch.get_or_init(|| engine).clone()
-            }
-        };
-        let base = spill.buffer.ptr() + (lease.slot * spill.layout.slot_stride()) as u64;
-        let k = spill.layout.buckets();
-        let cols: Vec<ColumnSource> = spill
-            .layout
-            .column_offsets()
-            .iter()
-            .map(|&off| ColumnSource {
-                ptr: base + off as u64,
-                len: spill.rows * k,
-            })
-            .collect();
         // The rows each bucket spilled: the append's last block kept them.
         let count = match self.bucket_counts_of(lease.slot) {
             Some((ptr, bytes)) => RawCount::u64(ptr + (bytes / 2) as u64),
@@ -145,28 +113,23 @@ impl HostEngine {
                     + std::mem::offset_of!(abi::srb_slot_sync, spilled) as u64,
             ),
         };
-        let pack = Pack {
-            sources: &cols,
-            count,
-            offsets: spill.offsets.as_ref().map(|o| o.ptr()),
-        };
+        let after = Some(self.events[lease.slot].raw());
         // SAFETY: per the contract; the spill region and the counters belong to this engine
         // and stay unwritten while the lease is held and its append is complete; the slot's
         // event is recorded after the fetch below, so the next append waits for it.
         let fetched = unsafe {
-            self.prepare(stream, Some(self.events[lease.slot].raw()))?;
-            fetch.pack(stream, pack)?
+            spill.fetch(
+                self.context(),
+                self.slots.config(),
+                stream,
+                after,
+                lease.slot,
+                count,
+            )?
         };
         // SAFETY: the stream is of this context; the lease is held.
         unsafe { self.events[lease.slot].record(stream)? };
         self.state[lease.slot].stream.store(0, Ordering::Relaxed);
-        Ok(Some(TicketCore::new(
-            fetch,
-            fetched,
-            Fill::Pack {
-                kind: count.kind(),
-                lens: Lens::of(&cols),
-            },
-        )))
+        Ok(Some(fetched))
     }
 }

@@ -1,19 +1,20 @@
 //! Host-sequenced readbacks: the host picks each readback's slot and sequence number from a
 //! ring, records one event per slot after the readback, and hands out a ticket that holds the
-//! slot. By phase: `enqueue.rs` (the pack into a slot), `append.rs` (a slot for the user's
-//! kernel, and the fetch of its spill), `wait.rs`.
+//! slot. By phase: `enqueue.rs` (the safe and the raw enqueue, the pack into a slot),
+//! `append.rs` (a slot for the user's kernel, and the fetch of its spill), `wait.rs`.
 use super::ring::{Lease, Ring};
 use super::slots::{Sequencing, Slots};
+use super::spill::SpillRegion;
 use crate::config::ReadbackConfig;
 use crate::error::Result;
-use crate::layout::{BucketTable, SlotLayout};
+use crate::layout::BucketTable;
 use crate::raw::abi;
 use crate::raw::buffer::DeviceBuffer;
 use crate::raw::driver;
 use crate::raw::event::Event;
 use cudarc::driver::CudaContext;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 mod append;
 mod enqueue;
@@ -31,41 +32,6 @@ pub(super) struct SlotState {
     pub(super) scratch_dirty: AtomicBool,
 }
 
-/// The device-side spill region of an append readback: `rows` rows of every column per slot
-/// (per bucket, bucketed), in device memory, laid out like a slot without trailer.
-#[derive(Debug)]
-pub(crate) struct Spill {
-    pub(super) rows: usize,
-    pub(super) buffer: DeviceBuffer,
-    pub(super) layout: SlotLayout,
-    /// The readback that brings spilled rows back (created on first use): a pack (bucketed: a
-    /// bucket pack) from the spill region, `rows` rows per slot (per bucket).
-    pub(super) fetch: OnceLock<Arc<HostEngine>>,
-    /// Bucketed: the k offsets b * rows of the spill's buckets (device memory), for the fetch.
-    pub(super) offsets: Option<DeviceBuffer>,
-}
-
-/// What fills a host-sequenced readback's slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Filled {
-    /// The pack kernel (one bucket).
-    Pack,
-    /// The bucket pack (every slot has a bucket table, also with one bucket).
-    BucketPack,
-    /// Append kernels (a spill region; bucketed with more than one bucket).
-    Append,
-}
-
-impl Filled {
-    /// The bucket table its slots have.
-    fn table(self) -> BucketTable {
-        match self {
-            Filled::BucketPack => BucketTable::Always,
-            Filled::Pack | Filled::Append => BucketTable::IfBucketed,
-        }
-    }
-}
-
 /// A ring of host-sequenced slots with one event each.
 #[derive(Debug)]
 pub(crate) struct HostEngine {
@@ -75,59 +41,65 @@ pub(crate) struct HostEngine {
     pub(super) slots: Slots,
     pub(super) ring: Mutex<Ring>,
     pub(super) state: Vec<SlotState>,
-    pub(super) spill: Option<Spill>,
+    pub(super) spill: Option<SpillRegion>,
     /// Bucketed append: per slot, the buckets' counters and their spilled rows (2 k u64).
     pub(super) bucket_counts: Option<DeviceBuffer>,
 }
 
 impl HostEngine {
-    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes`, filled as
-    /// `filled` (an append readback has a spill region of `cfg.spill_rows()` rows per slot).
-    pub(crate) fn new(
+    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that the pack
+    /// kernels fill (the bucket pack, whose slots always have a bucket table).
+    pub(crate) fn packs(
         ctx: &Arc<CudaContext>,
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
-        filled: Filled,
+        table: BucketTable,
     ) -> Result<Arc<Self>> {
-        let append = filled == Filled::Append;
-        let spill_plan = Self::spill_plan(elem_sizes, cfg, filled)?;
-        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, filled.table())?;
+        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, table)?;
+        Self::with_slots(ctx, slots, cfg, None, None)
+    }
+
+    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that the user's
+    /// append kernels fill: with a spill region of `cfg.spill_rows()` rows per slot (per
+    /// bucket) and, bucketed, the buckets' counters.
+    pub(crate) fn appends(
+        ctx: &Arc<CudaContext>,
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+    ) -> Result<Arc<Self>> {
+        let plan = SpillRegion::plan(elem_sizes, cfg, cfg.buckets)?;
+        let slots = Slots::new(
+            ctx,
+            elem_sizes,
+            cfg,
+            Sequencing::Host,
+            BucketTable::IfBucketed,
+        )?;
+        let spill = plan
+            .map(|p| SpillRegion::new(ctx, p, cfg.slots))
+            .transpose()?;
         let k = cfg.buckets;
-        let spill = match spill_plan {
-            None => None,
-            Some((rows, layout, bytes)) => {
-                let offsets = if k > 1 {
-                    let buf = DeviceBuffer::new_zeroed(ctx, 8 * k)?;
-                    let words: Vec<u8> = (0..k as u64)
-                        .flat_map(|b| (b * rows as u64).to_le_bytes())
-                        .collect();
-                    driver::bind(ctx)?;
-                    // SAFETY: the buffer holds k u64, just allocated; nothing uses it yet.
-                    unsafe { driver::memcpy_htod(buf.ptr(), &words)? };
-                    Some(buf)
-                } else {
-                    None
-                };
-                Some(Spill {
-                    rows,
-                    buffer: DeviceBuffer::new_zeroed(ctx, bytes)?,
-                    layout,
-                    fetch: OnceLock::new(),
-                    offsets,
-                })
-            }
-        };
-        let bucket_counts = if append && k > 1 {
+        let bucket_counts = if k > 1 {
             Some(DeviceBuffer::new_zeroed(ctx, 16 * k * cfg.slots)?)
         } else {
             None
         };
+        Self::with_slots(ctx, slots, cfg, spill, bucket_counts)
+    }
+
+    fn with_slots(
+        ctx: &Arc<CudaContext>,
+        slots: Slots,
+        cfg: &ReadbackConfig,
+        spill: Option<SpillRegion>,
+        bucket_counts: Option<DeviceBuffer>,
+    ) -> Result<Arc<Self>> {
         let events = (0..cfg.slots)
             .map(|_| Event::new(ctx))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(HostEngine {
-            slots,
             events,
+            slots,
             ring: Mutex::new(Ring::new(cfg.slots)),
             state: (0..cfg.slots).map(|_| SlotState::default()).collect(),
             spill,
@@ -135,34 +107,23 @@ impl HostEngine {
         }))
     }
 
-    /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
-    /// and those of the spill region.
-    pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig, filled: Filled) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, Sequencing::Host, filled.table())?;
-        Self::spill_plan(elem_sizes, cfg, filled)?;
+    /// What [`Self::packs`] checks before it touches the driver: the slots' settings and
+    /// sizes.
+    pub(crate) fn check_packs(
+        elem_sizes: &[usize],
+        cfg: &ReadbackConfig,
+        table: BucketTable,
+    ) -> Result<()> {
+        Slots::plan(elem_sizes, cfg, Sequencing::Host, table)?;
         Ok(())
     }
 
-    /// An append readback's spill region: its rows per slot (per bucket), layout and bytes;
-    /// `None` for other readbacks and for a spill of 0 rows.
-    fn spill_plan(
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-        filled: Filled,
-    ) -> Result<Option<(usize, SlotLayout, usize)>> {
-        match (filled, cfg.spill_rows()) {
-            (Filled::Append, rows) if rows > 0 => {
-                let layout = SlotLayout::with_buckets(
-                    rows,
-                    elem_sizes,
-                    cfg.buckets,
-                    BucketTable::IfBucketed,
-                )?;
-                let bytes = layout.total_bytes(cfg.slots)?;
-                Ok(Some((rows, layout, bytes)))
-            }
-            _ => Ok(None),
-        }
+    /// What [`Self::appends`] checks before it touches the driver: the slots' settings and
+    /// sizes, and those of the spill region.
+    pub(crate) fn check_appends(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
+        Slots::plan(elem_sizes, cfg, Sequencing::Host, BucketTable::IfBucketed)?;
+        SpillRegion::plan(elem_sizes, cfg, cfg.buckets)?;
+        Ok(())
     }
 
     pub(crate) fn slots(&self) -> &Slots {
@@ -173,7 +134,7 @@ impl HostEngine {
     }
     /// Rows of spill per slot (0 without a spill region).
     pub(crate) fn spill_rows(&self) -> usize {
-        self.spill.as_ref().map_or(0, |s| s.rows)
+        self.spill.as_ref().map_or(0, SpillRegion::rows)
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
