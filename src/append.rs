@@ -117,7 +117,6 @@ use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DeviceRepr, DriverError};
 use std::marker::PhantomData;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 /// The append header and the slot header it includes, as one source for NVRTC: prepend it to
 /// a kernel's source (or pass it as the header `sized_readback/append.cuh`).
@@ -388,9 +387,9 @@ impl PendingAppend<'_> {
         let fill = Fill::Append {
             spill_rows: self.engine.spill_rows(),
         };
+        let core = TicketCore::new(self.engine.clone(), lease, fill);
         Ok(AppendTicket {
-            core: TicketCore::new(self.engine.clone(), lease, fill),
-            schema: self.schema.clone(),
+            ticket: ColumnTicket::from_core(core, self.schema.clone()),
         })
     }
 }
@@ -411,54 +410,40 @@ impl Drop for PendingAppend<'_> {
     }
 }
 
-/// One append's ticket: holds its slot until dropped; wait on it as on any ticket.
+/// One append's ticket: a [`ColumnTicket`] (it derefs to one, for `seq`, `slot`, `wait`,
+/// `wait_timeout` and `try_wait`) with the calls only an append has, [`AppendTicket::partial`]
+/// and [`AppendTicket::fetch_spill`]. Holds its slot until dropped.
+///
+/// Its wait returns the kernel's rows (in no particular order), or: [`Error::AppendOverflow`]
+/// when it appended more rows than the capacity (see [`AppendTicket::partial`] and
+/// [`AppendTicket::fetch_spill`]); [`Error::AppendUnfinished`] when its stream finished without
+/// the trailer; [`Error::AppendMisuse`]; [`Error::Cuda`] when the device reports an error.
+/// Never a hang.
 #[derive(Debug)]
 pub struct AppendTicket {
-    core: TicketCore,
-    schema: Arc<ColumnSchema>,
+    ticket: ColumnTicket,
+}
+
+impl std::ops::Deref for AppendTicket {
+    type Target = ColumnTicket;
+    fn deref(&self) -> &ColumnTicket {
+        &self.ticket
+    }
+}
+
+impl From<AppendTicket> for ColumnTicket {
+    fn from(t: AppendTicket) -> ColumnTicket {
+        t.ticket
+    }
 }
 
 impl AppendTicket {
-    /// Sequence number of this readback.
-    pub fn seq(&self) -> u64 {
-        self.core.seq()
-    }
-    /// The slot it occupies.
-    pub fn slot(&self) -> usize {
-        self.core.slot()
-    }
-
-    /// Blocks until the kernel has finished, then returns its rows (in no particular order).
-    ///
-    /// Errors: [`Error::AppendOverflow`] when it appended more rows than the capacity (see
-    /// [`AppendTicket::partial`] and [`AppendTicket::fetch_spill`]); [`Error::AppendUnfinished`]
-    /// when its stream finished without the trailer; [`Error::AppendMisuse`]; [`Error::Cuda`]
-    /// when the device reports an error. Never a hang.
-    pub fn wait(&self) -> Result<ColumnReadout<'_>> {
-        let v = self.core.wait_until(None)?;
-        Ok(ColumnReadout::new(v, &self.schema))
-    }
-
-    /// Like [`AppendTicket::wait`], giving up with [`Error::Timeout`] after `timeout`.
-    pub fn wait_timeout(&self, timeout: Duration) -> Result<ColumnReadout<'_>> {
-        let v = self.core.wait_timeout(timeout)?;
-        Ok(ColumnReadout::new(v, &self.schema))
-    }
-
-    /// The readout if the kernel has finished, `None` while it runs.
-    pub fn try_wait(&self) -> Result<Option<ColumnReadout<'_>>> {
-        Ok(self
-            .core
-            .try_wait()?
-            .map(|v| ColumnReadout::new(v, &self.schema)))
-    }
-
     /// The rows in the slot: all of them, or, after an [`Error::AppendOverflow`], the first
     /// `capacity` (in no particular order, like all rows). Waits first; other errors as
-    /// [`AppendTicket::wait`].
+    /// [`ColumnTicket::wait`].
     pub fn partial(&self) -> Result<ColumnReadout<'_>> {
-        let v = self.core.partial()?;
-        Ok(ColumnReadout::new(v, &self.schema))
+        let v = self.ticket.core.partial()?;
+        Ok(ColumnReadout::new(v, &self.ticket.schema))
     }
 
     /// After an [`Error::AppendOverflow`]: enqueues, on `stream`, the pack that brings back
@@ -467,9 +452,10 @@ impl AppendTicket {
     /// waits for it on the device.
     pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
         Ok(self
+            .ticket
             .core
             .fetch_spill(stream)?
-            .map(|core| ColumnTicket::from_core(core, self.schema.clone())))
+            .map(|core| ColumnTicket::from_core(core, self.ticket.schema.clone())))
     }
 
     /// [`AppendTicket::fetch_spill`] on a raw driver stream (a `CUstream` made by other code;
@@ -479,14 +465,13 @@ impl AppendTicket {
     /// # Safety
     /// `stream` is a live stream handle or null.
     pub unsafe fn fetch_spill_raw_stream(&self, stream: CUstream) -> Result<Option<ColumnTicket>> {
+        let core = &self.ticket.core;
         // SAFETY: per the contract; then the stream is of this context.
-        unsafe {
-            self.core.check_raw_stream(stream)?;
-            Ok(self
-                .core
-                .fetch_spill_raw(stream)?
-                .map(|core| ColumnTicket::from_core(core, self.schema.clone())))
-        }
+        let fetched = unsafe {
+            core.check_raw_stream(stream)?;
+            core.fetch_spill_raw(stream)?
+        };
+        Ok(fetched.map(|core| ColumnTicket::from_core(core, self.ticket.schema.clone())))
     }
 }
 

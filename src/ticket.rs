@@ -19,7 +19,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct ColumnTicket {
     pub(crate) core: TicketCore,
-    schema: Arc<ColumnSchema>,
+    pub(crate) schema: Arc<ColumnSchema>,
 }
 
 impl ColumnTicket {
@@ -39,8 +39,11 @@ impl ColumnTicket {
     /// Blocks until the readback is complete, then returns its count and columns.
     ///
     /// Errors: the count's errors ([`Error::CountExceedsCapacity`], [`Error::NegativeCount`],
-    /// [`Error::CountExceedsSource`]); [`Error::Cuda`] when the device reports an error (e.g.
-    /// the producer kernel faulted), never a hang.
+    /// [`Error::CountExceedsSource`]; a bucket pack's, [`Error::BucketOverCapacity`] and
+    /// [`Error::BucketOutOfRange`]); an append's (the ticket of an [`crate::AppendTicket`]):
+    /// [`Error::AppendOverflow`], [`Error::AppendUnfinished`], [`Error::AppendMisuse`],
+    /// [`Error::BadBucket`]; [`Error::Cuda`] when the device reports an error (e.g. the
+    /// producer kernel faulted), never a hang.
     pub fn wait(&self) -> Result<ColumnReadout<'_>> {
         let view = self.core.wait_until(None)?;
         Ok(ColumnReadout::new(view, &self.schema))
