@@ -109,6 +109,7 @@ use crate::engine::ring::Lease;
 use crate::engine::ticket::TicketCore;
 use crate::engine::trailer::Fill;
 use crate::error::{Error, Result};
+use crate::info::ReadbackInfo;
 use crate::layout::SlotLayout;
 use crate::raw::abi;
 use crate::schema::ColumnSchema;
@@ -204,6 +205,11 @@ impl AppendReadback {
     /// The columns.
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
+    }
+    /// The readback's settings in effect and its slot layout, in one value. The accessors
+    /// below are shorthands for its fields.
+    pub fn info(&self) -> ReadbackInfo {
+        self.engine().info()
     }
     /// Rows one slot holds.
     pub fn capacity(&self) -> usize {

@@ -5,6 +5,7 @@ use crate::element::CountType;
 use crate::engine::host::HostEngine;
 use crate::engine::slots::Pack;
 use crate::error::Result;
+use crate::info::ReadbackInfo;
 use crate::layout::{BucketTable, SlotLayout};
 use crate::schema::{ColumnSchema, Source};
 use crate::source::{ColumnSource, RawCount};
@@ -53,6 +54,11 @@ impl BucketReadback {
     /// The columns.
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
+    }
+    /// The readback's settings in effect and its slot layout, in one value. The accessors
+    /// below are shorthands for its fields.
+    pub fn info(&self) -> ReadbackInfo {
+        self.engine.info()
     }
     /// Buckets of a slot.
     pub fn buckets(&self) -> usize {

@@ -43,6 +43,7 @@ use crate::engine::slots::Pack;
 use crate::engine::ticket::TicketCore;
 use crate::engine::tracked::ErasedDevicePtr;
 use crate::error::{Error, Result};
+use crate::info::ReadbackInfo;
 use crate::launch::LaunchShape;
 use crate::layout::{BucketTable, SlotLayout};
 use crate::schema::{ColumnSchema, Source};
@@ -110,6 +111,11 @@ impl ColumnReadback {
     /// The columns.
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
+    }
+    /// The readback's settings in effect and its slot layout, in one value. The accessors
+    /// below are shorthands for its fields.
+    pub fn info(&self) -> ReadbackInfo {
+        self.engine().info()
     }
     /// Rows (elements of every column) one slot holds.
     pub fn capacity(&self) -> usize {

@@ -53,6 +53,7 @@ use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
 use crate::engine::view::SlotView;
 use crate::error::{Error, Result};
+use crate::info::ReadbackInfo;
 use crate::layout::SlotLayout;
 use crate::schema::{Column, ColumnSchema};
 use crate::source::{ColumnSource, RawCount};
@@ -219,6 +220,11 @@ impl GraphReadback {
     /// The columns.
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
+    }
+    /// The readback's settings in effect and its slot layout, in one value. The accessors
+    /// below are shorthands for its fields.
+    pub fn info(&self) -> ReadbackInfo {
+        self.engine.info()
     }
     /// Rows one slot holds.
     pub fn capacity(&self) -> usize {

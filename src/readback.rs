@@ -6,6 +6,7 @@ use crate::element::{CountType, Element};
 use crate::engine::tracked::Typed;
 use crate::engine::view::SlotView;
 use crate::error::Result;
+use crate::info::ReadbackInfo;
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
 use crate::schema::ColumnSchema;
@@ -49,6 +50,12 @@ impl<T: Element> Readback<T> {
             inner: ColumnReadback::new(ctx, &schema, config)?,
             _t: PhantomData,
         })
+    }
+
+    /// The readback's settings in effect and its slot layout, in one value. The accessors
+    /// below are shorthands for its fields.
+    pub fn info(&self) -> ReadbackInfo {
+        self.inner.info()
     }
 
     /// Elements one slot holds.

@@ -3,7 +3,9 @@
 use crate::boundary::guard;
 use crate::codes::SRB_OK;
 use crate::held::HeldTable;
-use srb::{AppendReadback, BucketReadback, ColumnReadback, GraphReadback, PendingAppend};
+use srb::{
+    AppendReadback, BucketReadback, ColumnReadback, GraphReadback, PendingAppend, ReadbackInfo,
+};
 use std::sync::{Arc, Mutex};
 
 /// An opaque readback handle, from `srb_create` or `srb_create_append`, freed by
@@ -45,13 +47,19 @@ impl srb_readback {
         }
     }
 
+    /// The readback's settings and layout, whatever its kind.
+    pub(crate) fn info(&self) -> ReadbackInfo {
+        match &self.inner {
+            Inner::Host { rb, .. } => rb.info(),
+            Inner::Buckets { rb, .. } => rb.info(),
+            Inner::Append { rb, .. } => rb.info(),
+            Inner::Graph { g, .. } => g.info(),
+        }
+    }
+
     /// Buckets of the readback (1 unless bucketed).
     pub(crate) fn buckets(&self) -> usize {
-        match &self.inner {
-            Inner::Buckets { rb, .. } => rb.buckets(),
-            Inner::Append { rb, .. } => rb.layout().buckets(),
-            Inner::Host { .. } | Inner::Graph { .. } => 1,
-        }
+        self.info().buckets
     }
 }
 
@@ -89,11 +97,5 @@ pub unsafe extern "C" fn srb_destroy(rb: *mut srb_readback) {
 #[no_mangle]
 pub unsafe extern "C" fn srb_capacity(rb: *const srb_readback) -> usize {
     // SAFETY: per the contract.
-    match unsafe { rb.as_ref() }.map(|h| &h.inner) {
-        Some(Inner::Host { rb, .. }) => rb.capacity(),
-        Some(Inner::Buckets { rb, .. }) => rb.capacity(),
-        Some(Inner::Append { rb, .. }) => rb.capacity(),
-        Some(Inner::Graph { g, .. }) => g.capacity(),
-        None => 0,
-    }
+    unsafe { rb.as_ref() }.map_or(0, |h| h.info().capacity)
 }

@@ -84,6 +84,11 @@ class Readback:
     @property
     def transport(self) -> str: ...
     @property
+    def info(self) -> dict[str, Any]:
+        """The settings in effect and the slot layout: ``capacity``, ``slots``, ``buckets``,
+        ``spill_capacity``, ``transport``, ``wait_mode``, ``device``, ``slot_bytes``,
+        ``column_offsets``, ``trailer_offset``, ``programmatic_launch``."""
+    @property
     def dtypes(self) -> Tuple[np.dtype, ...]: ...
     @property
     def names(self) -> list[Optional[str]]: ...
@@ -194,6 +199,9 @@ class GraphReadback:
     def last_overrun(self) -> int: ...
     @property
     def device(self) -> int: ...
+    @property
+    def info(self) -> dict[str, Any]:
+        """As ``Readback.info``."""
 
 class AppendReadback:
     """Slots filled by your own kernel through ``sized_readback/append.cuh``: no count in device
@@ -231,6 +239,9 @@ class AppendReadback:
     def device(self) -> int: ...
     @property
     def transport(self) -> str: ...
+    @property
+    def info(self) -> dict[str, Any]:
+        """As ``Readback.info``."""
 
 class PendingAppend:
     """A reserved append slot: launch one grid with ``desc`` on its stream, then

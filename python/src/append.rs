@@ -1,6 +1,7 @@
 //! `AppendReadback`: slots filled by the user's own kernel through the append header
 //! (`sized_readback/append.cuh`), e.g. a CuPy `RawKernel` that takes the descriptor by value.
 use crate::errors::IntoPy;
+use crate::py_util::info_dict;
 use crate::readback::{
     check_capacity, check_settings, describe_columns, open, transport_name, Ticket,
 };
@@ -9,7 +10,7 @@ use crate::stream::{handle_of, CtxGuard, Shared};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 use srb::cudarc::driver::sys::CUstream;
 use srb::{AppendReadback as Core, ReadbackConfig};
 use std::mem::ManuallyDrop;
@@ -157,6 +158,11 @@ impl AppendReadback {
     #[getter]
     fn transport(&self) -> &'static str {
         transport_name(self.rb.transport())
+    }
+    /// The settings in effect and the slot layout, as a dict (as `Readback.info`).
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, &self.rb.info(), self.shared.device)
     }
     /// Replaces the slots with ones of `capacity` rows (after an `AppendOverflowError`).
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {

@@ -2,6 +2,7 @@
 //! `torch.cuda.graph(...)`) and consumed once per replay with `next()`.
 use crate::append::desc_array;
 use crate::errors::{make, IntoPy};
+use crate::py_util::info_dict;
 use crate::readback::{
     check_settings, column_bytes, deadline, describe_columns, inputs, open, slice_ran_out,
 };
@@ -9,6 +10,7 @@ use crate::readout::{HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{CtxGuard, Shared};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use srb::cudarc::driver::sys::CUstream;
 use srb::{OwnedReplay, ReadbackConfig, Taken, Transport};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,6 +238,11 @@ impl GraphReadback {
     #[getter]
     fn last_overrun(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.graph(py)?.last_overrun())
+    }
+    /// The settings in effect and the slot layout, as a dict (as `Readback.info`).
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, &self.graph(py)?.info(), self.shared.device)
     }
     /// The CUDA device ordinal.
     #[getter]

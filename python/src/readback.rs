@@ -1,7 +1,7 @@
 //! `Readback` and its `Ticket`: the host-sequenced readback of one or several columns.
 use crate::array::{acquire, After, DeviceArray};
 use crate::errors::{make, IntoPy};
-use crate::py_util::torch_current_stream;
+use crate::py_util::{info_dict, torch_current_stream};
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{resolve, CtxGuard, Shared};
@@ -363,6 +363,13 @@ impl Readback {
     #[getter]
     fn transport(&self) -> &'static str {
         transport_name(self.rb.transport())
+    }
+    /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
+    /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
+    /// trailer_offset, programmatic_launch.
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, &self.rb.info(), self.shared.device)
     }
     /// The dtype of one row of each column (one entry for a one-column readback).
     #[getter]

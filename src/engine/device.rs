@@ -12,6 +12,7 @@ use super::view::SlotView;
 use super::Slots;
 use crate::config::ReadbackConfig;
 use crate::error::{Error, Result};
+use crate::info::ReadbackInfo;
 use crate::layout::BucketTable;
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
@@ -365,6 +366,11 @@ impl DeviceEngine {
         let ctx = self.slots.context();
         // SAFETY: per the contract; the append that wrote them finished (its replay was taken).
         unsafe { spill.fetch(ctx, self.slots.config(), stream, None, slot, count) }.map(Some)
+    }
+
+    /// The readback's settings and layout.
+    pub(crate) fn info(&self) -> ReadbackInfo {
+        self.slots.info(self.spill_rows())
     }
 
     /// Rows of spill per slot (0: none).

@@ -5,6 +5,7 @@ use super::spill::SpillRegion;
 use super::trailer::{self, Trailer};
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::error::{Error, Result};
+use crate::info::ReadbackInfo;
 use crate::launch::LaunchShape;
 use crate::layout::{BucketTable, SlotLayout, MAX_COLUMNS};
 use crate::raw::abi;
@@ -226,6 +227,20 @@ impl Slots {
     }
     pub(crate) fn config(&self) -> &ReadbackConfig {
         &self.config
+    }
+    /// The readback's [`ReadbackInfo`], with `spill_rows` rows of spill per slot.
+    pub(crate) fn info(&self, spill_rows: usize) -> ReadbackInfo {
+        ReadbackInfo {
+            capacity: self.layout.capacity(),
+            slots: self.num_slots,
+            buckets: self.layout.buckets(),
+            spill_capacity: spill_rows,
+            transport: self.transport,
+            wait_mode: self.wait,
+            layout: self.layout.clone(),
+            launch_shape: self.shape,
+            context: self.ctx.clone(),
+        }
     }
 
     /// Device-visible address of slot 0: where the kernels write.

@@ -7,6 +7,7 @@ use super::slots::{Sequencing, Slots};
 use super::spill::SpillRegion;
 use crate::config::ReadbackConfig;
 use crate::error::Result;
+use crate::info::ReadbackInfo;
 use crate::layout::BucketTable;
 use crate::raw::abi;
 use crate::raw::buffer::DeviceBuffer;
@@ -131,6 +132,10 @@ impl HostEngine {
     }
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         self.slots.context()
+    }
+    /// The readback's settings and layout.
+    pub(crate) fn info(&self) -> ReadbackInfo {
+        self.slots.info(self.spill_rows())
     }
     /// Rows of spill per slot (0 without a spill region).
     pub(crate) fn spill_rows(&self) -> usize {
