@@ -62,9 +62,9 @@
 //!    go on in `backoff.rs`);
 //! 3. `engine/ticket.rs` → `trailer.rs`: `Fill::decode` → `slots.rs` (`trailer`, the read)
 //!    and `view.rs` (`SlotView::new`);
-//! 4. `readback.rs` → `view.rs`: the column's slice.
+//! 4. `readback.rs` → `view.rs` → `slots.rs`: the column's slice, at its host address.
 //!
-//! 8 crossings; 4 frames to the trailer's load (`Ticket::wait`, `TicketCore::wait_until`,
+//! 9 crossings; 4 frames to the trailer's load (`Ticket::wait`, `TicketCore::wait_until`,
 //! `HostEngine::wait`, `Slots::seq_visible`).
 mod backoff;
 pub(crate) mod device;
