@@ -58,7 +58,8 @@ pub(crate) struct Lens {
 }
 
 impl Lens {
-    /// The first [`MAX_COLUMNS`] of `lens` (callers check the number against the layout).
+    /// The first [`MAX_COLUMNS`] of `lens` (the decoding tests', which give lengths alone).
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn new(lens: &[usize]) -> Self {
         let n = lens.len().min(MAX_COLUMNS);
         let mut l = Lens {
