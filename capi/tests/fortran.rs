@@ -23,11 +23,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "../../tests/common/source_root.rs"]
-mod source_root;
-
 fn root() -> PathBuf {
-    source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1)
+    test_support::source_root::source_root()
 }
 
 fn read(rel: &str) -> String {

@@ -1,33 +1,30 @@
-//! GPU tests of bucketed readbacks: append kernels that name a bucket per row
-//! (`srbt_append_buckets`, through `srb::BlockAppendTo`), and the bucket pack of device data
-//! the user already partitioned (counts and offsets). Every bucket is checked row by row
-//! (appends as multisets, since their rows come in no particular order; packs in order).
-//!
-//! A custom harness (libtest-mimic): without a CUDA driver or device every test is reported as
-//! *ignored*, never as passed.
+//! Bucketed readbacks: append kernels that name a bucket per row (`srbt_append_buckets`,
+//! through `srb::BlockAppendTo`), and the bucket pack of device data the user already
+//! partitioned (counts and offsets). Every bucket is checked row by row (appends as multisets,
+//! since their rows come in no particular order; packs in order).
 use anyhow::{bail, ensure, Result};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use sized_readback::testing::{pattern, Kernel, Kernels};
 use sized_readback::{
     AppendDesc, AppendReadback, BucketReadback, ColumnReadout, ColumnSchema, CountType, Error,
     ReadbackConfig, Transport,
 };
 use std::ffi::c_void;
-use std::sync::{Arc, OnceLock};
-#[path = "common/trials.rs"]
-mod trials;
+use std::sync::Arc;
+use test_support::{ctx, Test, TRANSPORTS};
 
-fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
-}
+pub const TESTS: &[Test] = test_support::tests![
+    append_into_buckets,
+    bad_buckets_and_overflow,
+    many_cycles_random_bucket_counts,
+    pack_partitioned_data,
+    pack_bad_inputs,
+];
 
 fn kernel() -> Result<Kernel> {
     Ok(Kernels::load(&ctx())?.function("srbt_append_buckets")?)
 }
 
-const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
 /// A prime above every candidate count: `i -> i * P % n` permutes `0..n`.
 const P: u64 = 2_147_483_647;
 
@@ -569,18 +566,4 @@ fn pack_bad_inputs() -> Result<()> {
         Err(Error::InvalidConfig { .. })
     ));
     Ok(())
-}
-
-fn main() {
-    trials::run(
-        &[
-            ("buckets_append", append_into_buckets),
-            ("buckets_bad_bucket_and_overflow", bad_buckets_and_overflow),
-            ("buckets_many_cycles", many_cycles_random_bucket_counts),
-            ("buckets_pack_partitioned_data", pack_partitioned_data),
-            ("buckets_pack_bad_inputs", pack_bad_inputs),
-        ],
-        &[],
-        false,
-    )
 }
