@@ -11,7 +11,7 @@ use std::ffi::CStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use test_support::step::*;
-use test_support::{child, ctx, Test};
+use test_support::{child, SubjectContext, Test};
 
 /// The GPU tests run alone, one at a time: graph capture, and waits they time.
 const TESTS: &[Test] = test_support::tests![
@@ -23,6 +23,12 @@ const TESTS: &[Test] = test_support::tests![
     capi_graph_concurrent_consumers.exclusive(),
     capi_wait_after_a_fault.exclusive(),
 ];
+
+/// The C API tests' context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<cudarc::driver::CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 fn last_error() -> String {
     // SAFETY: srb_last_error returns a NUL-terminated string owned by this thread.

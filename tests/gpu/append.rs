@@ -13,7 +13,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use test_support::source_root::source_root;
-use test_support::{ctx, Test, TRANSPORTS};
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     counts_at_the_edges,
@@ -28,6 +28,12 @@ pub const TESTS: &[Test] = test_support::tests![
     graph_replay_overflow,
     header_is_shipped.cpu(),
 ];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 fn kernels() -> Kernels {
     static K: OnceLock<Kernels> = OnceLock::new();

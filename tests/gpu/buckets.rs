@@ -3,7 +3,7 @@
 //! partitioned (counts and offsets). Every bucket is checked row by row (appends as multisets,
 //! since their rows come in no particular order; packs in order).
 use anyhow::{bail, ensure, Result};
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use sized_readback::testing::{pattern, Kernel, Kernels};
 use sized_readback::{
     AppendDesc, AppendReadback, BucketReadback, ColumnReadout, ColumnSchema, CountType, Error,
@@ -11,7 +11,7 @@ use sized_readback::{
 };
 use std::ffi::c_void;
 use std::sync::Arc;
-use test_support::{ctx, Test, TRANSPORTS};
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     append_into_buckets,
@@ -20,6 +20,12 @@ pub const TESTS: &[Test] = test_support::tests![
     pack_partitioned_data,
     pack_bad_inputs,
 ];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 fn kernel() -> Result<Kernel> {
     Ok(Kernels::load(&ctx())?.function("srbt_append_buckets")?)

@@ -6,7 +6,7 @@
 //! waits.
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::sys;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
 use sized_readback::testing::pattern;
 use sized_readback::{
     ColumnReadback, ColumnReadout, ColumnSchema, Element, Error, GraphReadback, ReadbackConfig,
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use test_support::check::{as_bytes, expect_err};
 use test_support::step::*;
-use test_support::{ctx, Test, TRANSPORTS};
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     columns_mixed_types,
@@ -30,6 +30,12 @@ pub const TESTS: &[Test] = test_support::tests![
     graph_misuse_is_reported_at_once.exclusive(),
     graph_take_numbers_every_outcome.exclusive(),
 ];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 // ---------------------------------------------------------------------------------------
 // Several columns, one count.

@@ -1,10 +1,18 @@
 //! The kernel image the library loads on this device.
 use anyhow::{ensure, Result};
+use cudarc::driver::CudaContext;
 use sized_readback::testing::Kernels;
 use sized_readback::{ImageKind, KernelImage};
-use test_support::{ctx, Test};
+use std::sync::Arc;
+use test_support::{SubjectContext, Test};
 
 pub const TESTS: &[Test] = test_support::tests![for_this_device];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 /// The library names the image this device runs, as chosen for its compute capability and
 /// `CUDA_FORCE_PTX_JIT` (gpu-verify's `ptx` phase runs this suite with it set), and the code the

@@ -12,7 +12,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 use test_support::check::{as_bytes, expect_err};
-use test_support::{ctx, Test, TRANSPORTS};
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     element_sizes_and_unaligned_views,
@@ -34,6 +34,12 @@ pub const TESTS: &[Test] = test_support::tests![
     // Graph capture; it drains cudarc's per-context error record, which other tests read.
     capture_is_refused_and_long_timeouts_work.exclusive(),
 ];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 /// Device bytes filled with pattern(seed), and the same bytes on the host.
 fn pattern_bytes(

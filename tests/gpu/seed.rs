@@ -2,14 +2,22 @@
 //! its expected lines with every strategy that reads back correctly, and the naive strategy
 //! reproduces the bug it was written to show.
 use anyhow::{ensure, Result};
+use cudarc::driver::CudaContext;
 use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
-use test_support::{ctx, Test, TRANSPORTS};
+use std::sync::Arc;
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     golden,
     // The naive strategy's bug shows only when the copy overtakes the kernel: timing.
     naive_reproduces_the_bug.exclusive(),
 ];
+
+/// This subject's context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 fn seed_output(strategy: SeedStrategy) -> Result<String> {
     let mut out = Vec::new();

@@ -1,12 +1,12 @@
 //! Bad input: every kind of bad argument is the expected error value, and the readback works
 //! after each.
-use super::{expect_err, BAD_INPUTS};
+use super::{ctx, expect_err, BAD_INPUTS};
 use anyhow::{ensure, Result};
 use cudarc::driver::{CudaContext, DevicePtr};
 use sized_readback::testing::DeviceBuffer;
 use sized_readback::{Error, Readback, ReadbackConfig, Transport, WaitMode};
 use std::sync::atomic::Ordering;
-use test_support::{ctx, Test};
+use test_support::Test;
 
 pub const TESTS: &[Test] = test_support::tests![bad_inputs_are_errors];
 

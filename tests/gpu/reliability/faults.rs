@@ -2,7 +2,7 @@
 //! (pack readbacks on both transports and wait modes, other streams, drops, a second context;
 //! append, bucket pack and bucketed append, graph replay) the wait returns the CUDA error
 //! within its timeout, never hangs, never returns wrong data, and every drop returns.
-use super::{busy, fault, FAULTS_SURVIVED};
+use super::{busy, ctx, fault, FAULTS_SURVIVED};
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
 use sized_readback::testing::DeviceBuffer;
@@ -15,7 +15,7 @@ use sized_readback::{
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use test_support::{child, ctx, Test, TRANSPORTS};
+use test_support::{child, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     fault_same_stream_wait_errors,

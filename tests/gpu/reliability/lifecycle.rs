@@ -2,14 +2,14 @@
 //! nothing. Each runs alone: a free elsewhere in the process (cuMemFree, cuMemFreeHost) can
 //! stall an enqueue until a busy producer ends (seen on the H200 host), and the leak check
 //! reads process-wide memory.
-use super::{busy, env_u64, timing_asserts, BAD_INPUTS};
+use super::{busy, ctx, env_u64, timing_asserts, BAD_INPUTS};
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaSlice, DevicePtr};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use test_support::{ctx, soak, Test, TRANSPORTS};
+use test_support::{soak, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     wait_timeout_returns_timeout.exclusive(),

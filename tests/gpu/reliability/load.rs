@@ -1,6 +1,6 @@
 //! Load: the short soak, several host threads on one context (each with its own readbacks, or
 //! sharing one), library errors on one stream while others work, and two GPUs at once.
-use super::{busy, env_u64, expect_err, soak_check, timing_asserts};
+use super::{busy, ctx, env_u64, expect_err, soak_check, timing_asserts};
 use anyhow::{ensure, Result};
 use cudarc::driver::{CudaContext, DevicePtr};
 use sized_readback::testing::Kernels as Module;
@@ -8,7 +8,7 @@ use sized_readback::{Error, Readback, ReadbackConfig, Ticket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use test_support::{ctx, soak, Test};
+use test_support::{soak, Test};
 
 pub const TESTS: &[Test] = test_support::tests![
     soak_short,

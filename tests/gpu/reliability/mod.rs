@@ -11,17 +11,24 @@
 //! ran any of these tests ([`tally`]). Tests that measure device memory or time run alone
 //! (`exclusive`), so nothing else allocates or frees while they measure.
 use anyhow::{ensure, Result};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaContext, CudaStream};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::{Error, LaunchShape};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use test_support::soak;
+use std::sync::Arc;
+use test_support::{soak, SubjectContext};
 
 pub mod bad_input;
 pub mod faults;
 pub mod lifecycle;
 pub mod load;
+
+/// The reliability tests' context of device 0 (see `test_support::device`).
+pub(crate) fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
 
 /// Bad inputs tried, each the expected error (RELIABILITY.md quotes it).
 static BAD_INPUTS: AtomicU64 = AtomicU64::new(0);

@@ -5,7 +5,7 @@
 //! - [`harness`]: the test harness (libtest-mimic): a [`Test`] per function, registered by
 //!   [`tests!`] under the function's own name, with its needs (a GPU, two, none) and whether it
 //!   runs alone; GPU tests are reported as *ignored* without a GPU, never as passed.
-//! - [`device`]: the one CUDA context the GPU tests share, and the transports they cover.
+//! - [`device`]: each subject's context of the device, and the transports the tests cover.
 //! - [`check`]: an expected error, a readout's bytes.
 //! - [`child`]: scenarios that poison their CUDA context on purpose, run in a child process.
 //! - [`step`]: the embedding step kernel (`srbe_step`), launched and mirrored on the host.
@@ -19,5 +19,5 @@ pub mod soak;
 pub mod source_root;
 pub mod step;
 
-pub use device::{ctx, TRANSPORTS};
+pub use device::{SubjectContext, TRANSPORTS};
 pub use harness::{run, Test};
