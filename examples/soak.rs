@@ -6,12 +6,11 @@
 //! ```text
 //! cargo run --release --example soak -- --readbacks 1000000
 //! ```
-//! The same code runs, shorter, in `tests/reliability.rs` (`soak_short`).
+//! The same code (`test_support::soak`) runs, shorter, in the GPU test binary
+//! (`reliability::load::soak_short`).
 use anyhow::{bail, Context as _};
 use clap::Parser;
-
-#[path = "../tests/reliability/soak.rs"]
-mod soak;
+use test_support::soak;
 
 /// Runs the soak and prints readbacks verified and mismatches.
 #[derive(Debug, Parser)]

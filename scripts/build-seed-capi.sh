@@ -6,7 +6,7 @@
 #   LIBDIR  holds libsized_readback.a (default: target/release; built with cargo if missing and
 #           cargo is there). The GPU host has nvcc but no Rust: copy the .a there.
 #   OUTPUT  the executable (default: LIBDIR/seed_capi).
-# Needs nvcc (NVCC=..., else scripts/find-nvcc.sh finds one, the pip wheel of scripts/dev-env.sh
+# Needs nvcc (NVCC=..., else scripts/find-nvcc.sh finds one, the pip wheel of `cargo xtask dev-env`
 # included). The command it runs:
 #   nvcc -O2 -std=c++17 -o OUTPUT examples/seed_capi.cu -Icapi/include -Iinclude LIBDIR/libsized_readback.a \
 #        -lpthread -ldl -lm -lrt

@@ -10,7 +10,7 @@
 #   OUTPUT  the executable (default: LIBDIR/seed_fortran).
 # Environment: FC (default gfortran; the GPU host has gfortran-13), FFLAGS (default
 # -O2 -std=f2018 -Wall -Wextra), NVCC (else scripts/find-nvcc.sh finds one, the pip wheel of
-# scripts/dev-env.sh included), CXX (default g++: only asked where libstdc++ is if FC's driver
+# `cargo xtask dev-env`'s included), CXX (default g++: only asked where libstdc++ is if FC's driver
 # does not know).
 # The commands it runs (printed as it runs them):
 #   $FC $FFLAGS -J OBJ -c capi/fortran/sized_readback.f90 examples/cout_format.f90 examples/seed_fortran.f90

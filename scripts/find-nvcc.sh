@@ -1,20 +1,25 @@
-# Sourced by the scripts that build host programs with nvcc (seed_capi, mpi_exchange): sets
-# NVCC to a working nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, the nvidia-cuda-nvcc wheel
-# of an active Python environment or of .venv-nvcc) and NVCC_LINK_FLAGS to what its CUDA
-# runtime libraries need (the wheel keeps libcudart_static.a in its lib/, not where nvcc looks), and
-# CUDART_LIBDIR to the directory of libcudart_static.a for other linkers.
+# The one nvcc finder. Sourced by the scripts that build host programs with nvcc (seed_capi,
+# seed_fortran, mpi_exchange; on the GPU host too) and used by `cargo xtask dev-env`: sets
+# NVCC to a working nvcc (NVCC, CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda, a conda
+# environment's, the nvidia-cuda-nvcc wheel of an active Python environment or of .venv-nvcc)
+# and NVCC_LINK_FLAGS to what its CUDA runtime libraries need (the wheel keeps
+# libcudart_static.a in its lib/, not where nvcc looks), and CUDART_LIBDIR to the directory of
+# libcudart_static.a for other linkers.
 _srb_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _srb_try() { [ -n "$1" ] && [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
 if ! _srb_try "${NVCC:-}"; then
   NVCC=""
-  for c in "${CUDA_HOME:-/nonexistent}/bin/nvcc" "$(command -v nvcc 2>/dev/null || true)" /usr/local/cuda/bin/nvcc \
+  for c in "${CUDA_HOME:-/nonexistent}/bin/nvcc" "${CUDA_PATH:-/nonexistent}/bin/nvcc" \
+           "$(command -v nvcc 2>/dev/null || true)" /usr/local/cuda/bin/nvcc \
+           "${CONDA_PREFIX:-/nonexistent}/bin/nvcc" \
            "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/cu13/bin/nvcc \
+           "${CONDA_PREFIX:-/nonexistent}"/lib/python3*/site-packages/nvidia/cu13/bin/nvcc \
            "$_srb_root"/.venv-nvcc/lib/python3*/site-packages/nvidia/cu13/bin/nvcc; do
     if _srb_try "$c"; then NVCC="$c"; break; fi
   done
 fi
 if [ -z "$NVCC" ]; then
-  echo "no working nvcc: install the CUDA toolkit, set NVCC=/path/to/nvcc, or run scripts/dev-env.sh" >&2
+  echo "no working nvcc: install the CUDA toolkit, set NVCC=/path/to/nvcc, or run cargo xtask dev-env" >&2
   return 1 2>/dev/null || exit 1
 fi
 export NVCC

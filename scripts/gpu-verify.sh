@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-verify.sh: the GPU verification, on a GPU host that has no Rust toolchain.
 #
-# Here (with Rust):  bash scripts/gpu-stage.sh          (packs .gpu/ and .gpu-capi/ into
+# Here (with Rust):  cargo xtask stage                   (packs .gpu/ and .gpu-capi/ into
 #                                                        .gpu-pack/stage.tgz; carry .gpu-pack)
 # There, from the project root:
 #                    OUT=/some/dir bash scripts/gpu-verify.sh [PHASE...]
@@ -19,8 +19,8 @@
 #              compared with examples/seed_capi.expected
 #   sanitize   compute-sanitizer's four tools (scripts/sanitize.sh)
 #   compare    one comparison-harness run; compare3: three in a row; compare-quick: a fifth of it
-#   bench      the criterion bench (staged with scripts/gpu-stage.sh --benches)
-#   python     the Python package: the staged abi3 wheel (.gpu/wheels/, from scripts/python.sh wheel)
+#   bench      the criterion bench (staged with cargo xtask stage --benches)
+#   python     the Python package: the staged abi3 wheel (.gpu/wheels/, from cargo xtask python wheel)
 #              installed with pip --target, its whole pytest suite (torch, CuPy, JAX, Numba), the
 #              CuPy append example, and the benchmark (python/bench/bench.py; JSON in verify.tgz)
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
@@ -29,7 +29,7 @@
 # plot). Exits non-zero if anything failed.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# What scripts/gpu-stage.sh packed, unpacked afresh (a warm machine keeps an older .gpu/).
+# What cargo xtask stage packed, unpacked afresh (a warm machine keeps an older .gpu/).
 if [ -f .gpu-pack/stage.tgz ]; then rm -rf .gpu .gpu-capi && tar xzf .gpu-pack/stage.tgz; fi
 out="${OUT:-/tmp/srb-verify}"
 work="$(mktemp -d)/verify"

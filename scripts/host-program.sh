@@ -1,7 +1,6 @@
 # Sourced by the scripts that build host programs on the C API (build-seed-capi.sh,
-# build-seed-fortran.sh, build-mpi-exchange.sh) and by their tests (test-host-programs.sh,
-# test-packages.sh): where the static library is, the seed programs' output check, and
-# whether the programs can run here.
+# build-seed-fortran.sh, build-mpi-exchange.sh): where the static library is, the seed
+# programs' output check, and whether the programs can run here.
 
 # srb_gpu_present: a driver the loader finds and a device nvidia-smi lists.
 srb_gpu_present() {

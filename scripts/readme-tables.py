@@ -3,7 +3,7 @@
 
 Each such table sits between `<!-- table:KIND PATH -->` and `<!-- /table -->` in README.md,
 PATH being the JSON record it comes from. `python3 scripts/readme-tables.py` rewrites every
-block from its record; `--check` (CI, scripts/test.sh) fails when a block differs from what its
+block from its record; `--check` (CI, cargo xtask ci) fails when a block differs from what its
 record gives, so a README table cannot drift from its source.
 
 Kinds: `harness-latency` (the comparison harness's p50 latencies, compare.json), `first-load`

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sanitize.sh: runs compute-sanitizer (memcheck with --leak-check full, racecheck, synccheck,
-# initcheck) over every staged GPU test suite (reliability, gpu, append, buckets, embedding: the
-# graph replays, capi: the C API), the seed example (pack and append) and, when SRB_PYTHONPATH
+# initcheck) over the staged GPU test binary, one subject (module) of test-gpu per run
+# (reliability, pack, seed, kernel_image, append, buckets, embedding: the graph replays), the C
+# API's tests (test-capi), the seed example (pack and append) and, when SRB_PYTHONPATH
 # names an installed package, the Python suite's PyTorch, graph and CuPy tests through pytest,
 # on the GPU host. What is skipped, and why, is listed below and in RELIABILITY.md.
 #
@@ -18,14 +19,14 @@
 #   SANITIZE_RUN_S     per-run timeout in seconds (default 90)
 # The four tools run in parallel, each over its targets in turn.
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
-#   SANITIZE_GPU_FILTER  test-name filter passed to test-gpu (default: all its tests)
-#   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for test-append
-#   RACECHECK_SOAK_READBACKS, RACECHECK_GPU_FILTER, RACECHECK_BUCKETS_FILTER  racecheck's
-#                      smaller soak and its test filters for test-gpu and test-buckets
+#   SANITIZE_PACK_FILTER  test-name filter of the pack run (default: pack::, all its tests)
+#   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for the append run
+#   RACECHECK_SOAK_READBACKS, RACECHECK_PACK_FILTER, RACECHECK_BUCKETS_FILTER  racecheck's
+#                      smaller soak and its test filters for the pack and buckets runs
 #   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
 #                      are reported as not run
-# The device-fault tests of test-reliability are skipped: they plant an illegal address on
-# purpose. One of them runs alone under memcheck first, as a control: the sanitizer must
+# The device-fault tests (test-gpu's reliability::faults) are skipped: they plant an illegal
+# address on purpose. One of them runs alone under memcheck first, as a control: the sanitizer must
 # report it. Timing-dependent tests are skipped too (see below).
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,16 +88,19 @@ run() {
 
 # Control first: the planted illegal address (a child scenario of the fault tests) must be
 # reported, or a clean summary below would mean nothing.
-SRB_RELIABILITY_SCENARIO=fault_staged_event run planted_fault memcheck errors -- "$bin/test-reliability"
+SRB_RELIABILITY_SCENARIO=fault_staged_event run planted_fault memcheck errors -- "$bin/test-gpu"
 
 # Skipped under every tool, because the sanitizer makes each launch return only once the
 # kernel has run, so "still in flight" assertions cannot hold: the fault tests (planted
-# faults), wait_timeout_returns_timeout, and test-gpu's polling_and_timeouts and
-# seed_naive_reproduces_the_bug (which needs the copy to overtake the kernel). The
-# remaining timing checks are switched off by SRB_TIMING_ASSERT=0.
+# faults), wait_timeout_returns_timeout, pack::polling_and_timeouts and
+# seed::naive_reproduces_the_bug (which needs the copy to overtake the kernel). The
+# remaining timing checks are switched off by SRB_TIMING_ASSERT=0. Each run takes one subject
+# of test-gpu by its module's name: a test binary takes one filter, which matches any part of
+# a test's name, and any number of --skip.
 export SRB_TIMING_ASSERT=0
 rel_skip=(--skip fault --skip wait_timeout)
-gpu_skip=(--skip polling_and_timeouts --skip seed_naive_reproduces_the_bug)
+pack_skip=(--skip polling_and_timeouts)
+seed_skip=(--skip naive_reproduces_the_bug)
 # The C API's fault test plants a fault in a child process, as the reliability ones do.
 capi_skip=(--skip fault)
 # Python: the library's paths through PyTorch (tensors, streams, every count type), graph
@@ -115,35 +119,39 @@ python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying
 # One sequence of runs per tool; the tools run at the same time (separate processes and
 # contexts; the GPU time-slices them), so the whole takes about as long as the slowest tool.
 # racecheck instruments every shared-memory access and is by far the slowest: it gets the
-# short soak (every element size, both transports, error statuses) and test-gpu's count tests.
+# short soak (every element size, both transports, error statuses) and pack's count tests.
 for tool in $tools; do
   (
     if [ "$tool" = racecheck ]; then
       SRB_SOAK_READBACKS=${RACECHECK_SOAK_READBACKS:-400} \
-        run reliability "$tool" clean -- "$bin/test-reliability" soak_short
+        run reliability "$tool" clean -- "$bin/test-gpu" reliability::load::soak_short
       run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
       # One test at a time, and no programmatic dependent launch: with both, racecheck 2025.3
       # reported "Internal Sanitizer Error: Detected a failure to track a kernel launch" on the
       # H200 (a tool error, counted as its one "hazard"). Racecheck checks shared memory, which
       # the launch mode does not change.
       SIZED_READBACK_PDL=0 \
-        run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" --test-threads=1 ${RACECHECK_GPU_FILTER:-counts}
+        # pack's three tests whose names hold "counts" (append's and buckets' skipped).
+        run pack "$tool" clean -- "$bin/test-gpu" "${pack_skip[@]}" --skip append:: --skip buckets:: \
+          --test-threads=1 ${RACECHECK_PACK_FILTER:-counts}
       # The append kernels stage rows in shared memory: what racecheck checks.
-      run append "$tool" clean -- "$bin/test-append" --test-threads=1 ${RACECHECK_APPEND_FILTER:-append_several_columns}
+      run append "$tool" clean -- "$bin/test-gpu" --test-threads=1 ${RACECHECK_APPEND_FILTER:-append::several_columns}
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
       # Bucketed appends stage rows per bucket in shared memory (BlockAppendTo).
-      run buckets "$tool" clean -- "$bin/test-buckets" --test-threads=1 ${RACECHECK_BUCKETS_FILTER:-buckets_append}
-      SIZED_READBACK_PDL=0 run embedding "$tool" clean -- "$bin/test-embedding" --test-threads=1
+      run buckets "$tool" clean -- "$bin/test-gpu" --test-threads=1 ${RACECHECK_BUCKETS_FILTER:-buckets::append_into_buckets}
+      SIZED_READBACK_PDL=0 run embedding "$tool" clean -- "$bin/test-gpu" embedding:: --test-threads=1
       SIZED_READBACK_PDL=0 run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}" --test-threads=1
       SIZED_READBACK_PDL=0 python_run "$tool"
     else
-      run reliability "$tool" clean -- "$bin/test-reliability" "${rel_skip[@]}"
+      run reliability "$tool" clean -- "$bin/test-gpu" reliability:: "${rel_skip[@]}"
       run seed_pipeline "$tool" clean -- "$bin/example-seed_pipeline" --sleep-ms 50
-      run gpu "$tool" clean -- "$bin/test-gpu" "${gpu_skip[@]}" ${SANITIZE_GPU_FILTER:-}
-      run append "$tool" clean -- "$bin/test-append" ${SANITIZE_APPEND_FILTER:-}
+      run pack "$tool" clean -- "$bin/test-gpu" "${pack_skip[@]}" ${SANITIZE_PACK_FILTER:-pack::}
+      run seed "$tool" clean -- "$bin/test-gpu" "${seed_skip[@]}" seed::
+      run kernel_image "$tool" clean -- "$bin/test-gpu" kernel_image::
+      run append "$tool" clean -- "$bin/test-gpu" ${SANITIZE_APPEND_FILTER:-append::}
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
-      run buckets "$tool" clean -- "$bin/test-buckets"
-      run embedding "$tool" clean -- "$bin/test-embedding"
+      run buckets "$tool" clean -- "$bin/test-gpu" buckets::
+      run embedding "$tool" clean -- "$bin/test-gpu" embedding::
       run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}"
       python_run "$tool"
     fi

@@ -8,11 +8,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-#[path = "common/source_root.rs"]
-mod source_root;
-
 fn root() -> PathBuf {
-    source_root::source_root(env!("CARGO_MANIFEST_DIR"), 0)
+    test_support::source_root::source_root()
 }
 const REGEN: &str = "run `cargo xtask regen` and commit what it writes";
 

@@ -1,4 +1,4 @@
-//! A dependent of the packaged crate, built by scripts/test-dependent.sh with no CUDA toolkit
+//! A dependent of the packaged crate, built by `cargo xtask dependent` with no CUDA toolkit
 //! and no libclang reachable. Without a driver it prints the library's error and exits 0; with
 //! a GPU it names the kernel image its device runs and reads back one count and its rows.
 use sized_readback::{KernelImage, Readback, ReadbackConfig};

@@ -2,8 +2,6 @@
 //! this crate (`capi/src/`) with `capi/cbindgen.toml`. Runs without a GPU (CI). To update the header
 //! after changing the C API: `SRB_BLESS=1 cargo test -p sized-readback-capi --test c_header`.
 use std::path::Path;
-#[path = "../../tests/common/source_root.rs"]
-mod source_root;
 
 fn generate(root: &Path) -> String {
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
@@ -30,7 +28,7 @@ fn generate(root: &Path) -> String {
 
 #[test]
 fn c_header_matches_capi_src() {
-    let root = &source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1).join("capi");
+    let root = &test_support::source_root::source_root().join("capi");
     let fresh = generate(root);
     let path = root.join("include/sized_readback.h");
     if std::env::var_os("SRB_BLESS").is_some() {
@@ -56,7 +54,7 @@ fn c_header_matches_capi_src() {
 
 #[test]
 fn c_header_declares_the_whole_api() {
-    let root = &source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1).join("capi");
+    let root = &test_support::source_root::source_root().join("capi");
     let header = generate(root);
     for f in [
         "srb_create",

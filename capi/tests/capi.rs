@@ -1,31 +1,33 @@
-//! The C ABI's tests, through the `srb_*` functions themselves. A custom harness
-//! (libtest-mimic): without a CUDA driver or device every GPU test is reported as *ignored*;
-//! the argument checks, which need no GPU, run everywhere.
+//! The C ABI's tests, through the `srb_*` functions themselves, on the GPU tests' harness
+//! (`test_support::harness`): without a CUDA driver or device every GPU test is reported as
+//! *ignored*; the argument checks, which need no GPU, run everywhere.
 extern crate srb as sized_readback;
 
 use anyhow::{ensure, Context as _, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
-use cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+use cudarc::driver::{CudaGraph, CudaStream};
 use sized_readback_capi as capi;
 use std::ffi::CStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_support::step::*;
+use test_support::{child, SubjectContext, Test};
 
-#[path = "../../tests/common/child.rs"]
-mod child;
-#[path = "../../tests/common/step.rs"]
-mod step;
-use step::*;
-#[path = "../../tests/common/source_root.rs"]
-mod source_root;
-#[path = "../../tests/common/trials.rs"]
-mod trials;
-use trials::gpu_present;
+/// The GPU tests run alone, one at a time: graph capture, and waits they time.
+const TESTS: &[Test] = test_support::tests![
+    capi_argument_errors.cpu(),
+    seed_capi_expected_output.cpu(),
+    capi_host_mode.exclusive(),
+    capi_append.exclusive(),
+    capi_graph_mode.exclusive(),
+    capi_graph_concurrent_consumers.exclusive(),
+    capi_wait_after_a_fault.exclusive(),
+];
 
-fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| srb::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
+/// The C API tests' context of device 0 (see `test_support::device`).
+fn ctx() -> Arc<cudarc::driver::CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
 }
 
 fn last_error() -> String {
@@ -111,7 +113,7 @@ fn capi_argument_errors() -> Result<()> {
         capi::srb_destroy(std::ptr::null_mut());
         // A well-formed create: succeeds with a GPU, else says why not.
         let code = capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, &mut rb);
-        if gpu_present() {
+        if test_support::harness::gpu_present() {
             ensure!(
                 code == capi::SRB_OK && !rb.is_null(),
                 "create: {code} {}",
@@ -552,7 +554,7 @@ fn seed_capi_expected_output() -> Result<()> {
         ("seed_capi.expected", srb::testing::seed::EXPECTED),
         ("seed_naive.expected", srb::testing::seed::NAIVE),
     ] {
-        let path = source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1)
+        let path = test_support::source_root::source_root()
             .join("examples")
             .join(file);
         let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
@@ -863,21 +865,5 @@ fn main() {
             other => anyhow::bail!("unknown scenario {other}"),
         });
     }
-    trials::run(
-        &[
-            ("capi_host_mode", capi_host_mode),
-            ("capi_append", capi_append),
-            ("capi_graph_mode", capi_graph_mode),
-            (
-                "capi_graph_concurrent_consumers",
-                capi_graph_concurrent_consumers,
-            ),
-            ("capi_wait_after_a_fault", capi_wait_after_a_fault),
-        ],
-        &[
-            ("capi_argument_errors", capi_argument_errors),
-            ("seed_capi_expected_output", seed_capi_expected_output),
-        ],
-        true,
-    )
+    test_support::run(TESTS).exit()
 }

@@ -9,25 +9,23 @@
 //!   compile with `-std=f2018 -Wall -Wextra -Werror -pedantic`; the module's `srb_append_desc`
 //!   has the C layout (sizes and offsets, run); the formatter prints as C's `%g` (so as
 //!   `std::cout`) on a few thousand values.
-//! - With gfortran, nvcc (`NVCC`, as `scripts/dev-env.sh` exports it) and the static library
-//!   (`SRB_LIBDIR`, else `<target>/release/`): `scripts/build-seed-fortran.sh` builds the seed,
+//! - With gfortran, nvcc (`NVCC`, which `cargo xtask ci` sets from `cargo xtask dev-env`) and
+//!   the static library (`SRB_LIBDIR`, else `<target>/release/`):
+//!   `scripts/build-seed-fortran.sh` builds the seed,
 //!   which without a driver or GPU must exit 1 with the library's own message (the one
 //!   `srb_create` gives in this process), and with one print the seed's expected output.
 //!
 //! A missing tool skips that part with a printed reason, except under `SRB_CI=1` (CI installs
 //! them), where it fails; under `SRB_CI=1` a missing library is built with cargo (the release
-//! build `scripts/test.sh` makes next anyway).
+//! build `cargo xtask ci` makes next anyway).
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, CStr};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "../../tests/common/source_root.rs"]
-mod source_root;
-
 fn root() -> PathBuf {
-    source_root::source_root(env!("CARGO_MANIFEST_DIR"), 1)
+    test_support::source_root::source_root()
 }
 
 fn read(rel: &str) -> String {
@@ -711,7 +709,7 @@ fn fortran_seed_builds_and_runs() {
             .is_ok_and(|o| o.status.success())
     });
     if !nvcc_works {
-        return skip("NVCC is not set to a working nvcc (source scripts/dev-env.sh): the Fortran seed is not built");
+        return skip("NVCC is not set to a working nvcc (eval \"$(cargo xtask dev-env)\"): the Fortran seed is not built");
     }
     let Some(libdir) = library_dir() else {
         return skip(

@@ -7,7 +7,7 @@
 //! cargo run --release -p sized-readback-harness -- --reps 3000 --out results/
 //! ```
 //!
-//! (The binary is `compare`; `scripts/gpu-stage.sh` stages it as `.gpu/bin/example-compare`.)
+//! (The binary is `compare`; `cargo xtask stage` stages it as `.gpu/bin/example-compare`.)
 //!
 //! A pipeline: [`measure`] runs every section on the GPU into [`data::Measurements`];
 //! [`targets`] evaluates the table of targets over them; [`report`] writes the text, and

@@ -3,7 +3,7 @@ in lists too) is parsed everywhere, so that a syntax error fails CI, and run on 
 
 Setup an example needs but does not show sits in an HTML comment right before its fence (blank
 lines between are allowed), which renders as nothing; it is run first, in the same namespace
-(the rule of scripts/test-readme-snippets.sh, which compiles the C, Fortran and CUDA blocks):
+(the rule of xtask/scripts/test-readme-snippets.sh, which compiles the C, Fortran and CUDA blocks):
 
     <!-- snippet-context
     import cupy

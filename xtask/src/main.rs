@@ -1,266 +1,187 @@
-//! `cargo xtask`: the developer tasks of sized-readback. `cargo xtask --help` lists them.
+//! `cargo xtask`: the developer tasks of sized-readback (rust-analyzer's alias pattern:
+//! `.cargo/config.toml` runs this crate). `cargo xtask --help` lists them. Each task is a file:
+//! `ci` (what CI runs), `dev_env`, `dependent`, `install_capi`, `packages`, `host_programs`,
+//! `python`, `stage`, `kernels` (regen, ptxas, user-kernel); `cmd` runs the tools, `toolchain`
+//! holds every pin.
 //!
-//! `regen` is the only place that runs NVRTC or bindgen: the library's build runs no tool, so a
-//! dependent needs neither a CUDA toolkit nor libclang.
+//! What runs on the GPU host, which has no Rust, stays in shell under `scripts/` (listed by
+//! `--help`).
 mod bindings;
+mod ci;
+mod cmd;
+mod dependent;
+mod dev_env;
+mod host_programs;
 mod images;
+mod install_capi;
+mod kernels;
 mod manifest;
 mod nvrtc;
+mod packages;
+mod python;
+mod stage;
 mod toolchain;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use std::collections::BTreeMap;
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",
     bin_name = "cargo xtask",
-    about = "Developer tasks of sized-readback"
+    about = "Developer tasks of sized-readback",
+    after_help = GPU_HOST_SCRIPTS
 )]
 struct Cli {
     #[command(subcommand)]
     task: Task,
 }
 
+/// The scripts that run where there is no Rust (the GPU host), shown under the task list.
+const GPU_HOST_SCRIPTS: &str = "\
+On the GPU host (no Rust there; after `cargo xtask stage` here), from the repository root:
+  scripts/gpu-verify.sh         the GPU verification, phase by phase (OUT=dir bash scripts/gpu-verify.sh)
+  scripts/sanitize.sh           compute-sanitizer's four tools over the staged tests (gpu-verify's sanitize)
+  scripts/mpi-runs.sh           the MPI particle exchange at 1, 2, 4 ranks (gpu-verify's mpi)
+  scripts/build-seed-capi.sh    the seed's C++ port on the C API (nvcc), and its check
+  scripts/build-seed-fortran.sh the seed's Fortran port (gfortran, nvcc), and its check
+  scripts/build-mpi-exchange.sh the MPI mini-app (nvcc, mpicxx)
+  scripts/find-nvcc.sh          the one nvcc finder (sourced by the build scripts and dev-env)
+  scripts/host-program.sh       what the build scripts share (sourced)
+  scripts/first-load.py         fresh processes' first readback (gpu-verify's load)
+The README's two commands: scripts/seed.sh (the seed; builds nothing without a driver) and
+scripts/test.sh (cargo xtask ci). Analysis of committed runs: scripts/*.py.";
+
 #[derive(Subcommand)]
 enum Task {
-    /// Regenerate the committed kernel images (NVRTC 12.0 and 12.8 from PyPI), the slot
-    /// bindings (bindgen) and kernels/MANIFEST.
+    /// Every check CI runs (what `bash scripts/test.sh` runs)
+    ///
+    /// Format, lints, every test, the packaged crate as a dependent, dev-env, regen --check,
+    /// ptxas, user-kernel, packages, host programs, Python. Arguments after it go to `cargo test`.
+    Ci {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cargo_test_args: Vec<String>,
+    },
+    /// Install libclang and nvcc for the maintainers' checks; print `export NVCC=...`
+    ///
+    /// libclang-dev through apt-get (bindgen, for regen); nvcc as scripts/find-nvcc.sh finds it,
+    /// else nvcc 13.0 from PyPI into .venv-nvcc/. Use: eval "$(cargo xtask dev-env)".
+    DevEnv,
+    /// Build and document the packaged crate as a dependent and docs.rs would, with no toolkit
+    ///
+    /// After `cargo package -p sized-readback`: no CUDA toolkit or libclang is reachable.
+    Dependent,
+    /// Install the C API into PREFIX (relocatable)
+    ///
+    /// The static and shared libraries, the headers, the CMake and pkg-config packages and the
+    /// Fortran module's source.
+    InstallCapi {
+        prefix: PathBuf,
+        /// A folder with built libraries (else `cargo build --release -p sized-readback-clib`).
+        #[arg(long, env = "SRB_LIBDIR")]
+        libdir: Option<PathBuf>,
+    },
+    /// Test the C API's packages from an installed, moved prefix, and the README's C snippets
+    ///
+    /// CMake, pkg-config, plain cc and c++, Fortran; then the README's C, C++, Fortran and CUDA
+    /// snippets compiled against the prefix.
+    Packages {
+        /// A folder with built libraries (else built first).
+        #[arg(long, env = "SRB_LIBDIR")]
+        libdir: Option<PathBuf>,
+    },
+    /// Build and check the host programs on the C API (the seed's C++ port, the MPI mini-app)
+    ///
+    /// Without a GPU each must exit with a clean error; with one the seed prints its expected
+    /// output.
+    HostPrograms {
+        /// A folder with libsized_readback.a (else built first).
+        #[arg(long, env = "SRB_LIBDIR")]
+        libdir: Option<PathBuf>,
+    },
+    /// The Python package: install, test, or build its wheel
+    #[command(subcommand)]
+    Python(python::Python),
+    /// Run the seed program on the library (scripts/seed.sh)
+    ///
+    /// The README's quick start: it checks for a driver before building anything. Arguments go
+    /// to the program.
+    Seed {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build and stage for the GPU host: .gpu-pack/stage.tgz
+    ///
+    /// .gpu/ (test and example binaries, the wheel if built) and .gpu-capi/ (the C library),
+    /// packed for scripts/gpu-verify.sh there.
+    Stage {
+        /// Also stage the criterion bench.
+        #[arg(long)]
+        benches: bool,
+    },
+    /// Regenerate the committed kernel images, the slot bindings and kernels/MANIFEST
+    ///
+    /// NVRTC 12.0 and 12.8 from PyPI; bindgen (libclang).
     Regen {
         /// Regenerate into memory and fail unless every committed file is byte-identical.
         #[arg(long)]
         check: bool,
     },
-    /// Assemble the committed PTX with CUDA 12.0's ptxas, the stand-in for an R525 driver's
-    /// JIT: compute_70 for sm_70, compute_90 for sm_90.
+    /// Assemble the committed PTX with CUDA 12.0's ptxas (an R525 driver's JIT)
+    ///
+    /// compute_70 for sm_70, compute_90 for sm_90.
     Ptxas,
-    /// Compile the user kernel of the append docs (`src/append.rs`) with NVRTC straight to
-    /// machine code for sm_70, sm_90 (NVRTC 12.0) and sm_120 (NVRTC 12.8): the path the docs
-    /// recommend for users' own kernels. Compile only.
+    /// Compile the append docs' user kernel with NVRTC to machine code
+    ///
+    /// `src/append.rs`'s kernel for sm_70, sm_90 (NVRTC 12.0) and sm_120 (NVRTC 12.8): the path
+    /// the docs recommend for users' own kernels. Compile only.
     UserKernel,
 }
 
 fn main() -> Result<()> {
-    let root = workspace_root()?;
+    let root = cmd::root();
     match Cli::parse().task {
-        Task::Regen { check } => regen(&root, check),
-        Task::Ptxas => ptxas(&root),
-        Task::UserKernel => user_kernel(&root),
+        Task::Ci { cargo_test_args } => ci::task(&root, &cargo_test_args),
+        Task::DevEnv => dev_env::task(&root),
+        Task::Dependent => dependent::check(&root),
+        Task::InstallCapi { prefix, libdir } => install_capi::task(&root, &prefix, libdir),
+        Task::Packages { libdir } => packages::check(&root, libdir),
+        Task::HostPrograms { libdir } => host_programs::check(&root, libdir),
+        Task::Python(what) => python::task(&root, what),
+        Task::Seed { args } => cmd::run(cmd::bash(&root, "scripts/seed.sh").args(args)),
+        Task::Stage { benches } => stage::task(&root, benches),
+        Task::Regen { check } => kernels::regen(&root, check),
+        Task::Ptxas => kernels::ptxas(&root),
+        Task::UserKernel => kernels::user_kernel(&root),
     }
 }
 
-fn workspace_root() -> Result<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    Ok(dir.parent().context("xtask/ has a parent")?.to_path_buf())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn load_nvrtcs(root: &Path) -> Result<(nvrtc::Nvrtc, nvrtc::Nvrtc)> {
-    let a = nvrtc::Nvrtc::load(&toolchain::install(root, &toolchain::NVRTC_12_0)?)?;
-    let b = nvrtc::Nvrtc::load(&toolchain::install(root, &toolchain::NVRTC_12_8)?)?;
-    ensure!(
-        a.version() == (12, 0),
-        "NVRTC 12.0 reports {:?}",
-        a.version()
-    );
-    ensure!(
-        b.version() == (12, 8),
-        "NVRTC 12.8 reports {:?}",
-        b.version()
-    );
-    Ok((a, b))
-}
-
-/// Every generated file, path → bytes.
-fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
-    let (nv0, nv8) = load_nvrtcs(root)?;
-    let mut m = manifest::Manifest::default();
-    for pin in [&toolchain::NVRTC_12_0, &toolchain::NVRTC_12_8] {
-        let generator = format!("nvrtc-{}", &pin.version[..pin.version.rfind('.').unwrap()]);
-        m.generators
-            .push((generator, format!("{}=={}", pin.package, pin.version)));
-    }
-    let mut files = BTreeMap::new();
-    for unit in images::UNITS {
-        let opts = images::options(Path::new(""), unit);
-        m.options.push(format!(
-            "{} {} --gpu-architecture=<target>",
-            unit.name,
-            opts.join(" ")
-        ));
-        for image in images::compile(root, unit, &nv0, &nv8)? {
-            m.outputs
-                .push((image.path.clone(), image.bytes.clone(), image.generator));
-            files.insert(image.path, image.bytes);
-        }
-    }
-    // The libclang version is not recorded: the output is the same from Debian's clang 14 and
-    // PyPI's libclang 18, and a manifest naming it would differ between machines.
-    let abi = bindings::generate(root)?;
-    m.generators.push(("bindgen".into(), "0.72".into()));
-    m.outputs.push((
-        bindings::OUTPUT.into(),
-        abi.clone().into_bytes(),
-        "bindgen".into(),
-    ));
-    files.insert(bindings::OUTPUT.into(), abi.into_bytes());
-    let table = images::table().into_bytes();
-    m.outputs
-        .push((images::TABLE.into(), table.clone(), "xtask".into()));
-    files.insert(images::TABLE.into(), table);
-    for path in inputs(root)? {
-        let bytes = fs::read(root.join(&path))?;
-        m.inputs.push((path, bytes));
-    }
-    files.insert(manifest::PATH.into(), m.render().into_bytes());
-    Ok(files)
-}
-
-/// What the generated files are made from: every `.cu` under csrc/ and the shipped headers.
-fn inputs(root: &Path) -> Result<Vec<String>> {
-    // Every file under csrc/ (the kernels compile with `-I` there, so a header beside them
-    // counts), and the shipped headers.
-    let mut v = Vec::new();
-    for dir in ["csrc", "csrc/testing", "include/sized_readback"] {
-        for e in fs::read_dir(root.join(dir))? {
-            let p = e?.path();
-            if p.is_file() {
-                v.push(p.strip_prefix(root)?.to_path_buf());
+    /// Arguments after `ci`, `seed` and `python test` pass through, hyphens and all.
+    #[test]
+    fn trailing_arguments_pass_through() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+                .unwrap()
+                .task
+        };
+        match parse(&["ci", "--test", "gpu", "--", "--list"]) {
+            Task::Ci { cargo_test_args } => {
+                assert_eq!(cargo_test_args, ["--test", "gpu", "--", "--list"])
             }
+            _ => panic!("not ci"),
+        }
+        match parse(&["seed", "--strategy", "naive"]) {
+            Task::Seed { args } => assert_eq!(args, ["--strategy", "naive"]),
+            _ => panic!("not seed"),
+        }
+        match parse(&["python", "test", "-k", "torch"]) {
+            Task::Python(python::Python::Test { args }) => assert_eq!(args, ["-k", "torch"]),
+            _ => panic!("not python test"),
         }
     }
-    let mut v: Vec<String> = v.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    v.sort();
-    Ok(v)
-}
-
-fn regen(root: &Path, check: bool) -> Result<()> {
-    let files = generate(root)?;
-    let committed = committed_images(root)?;
-    if check {
-        let mut stale = Vec::new();
-        for (path, bytes) in &files {
-            match fs::read(root.join(path)) {
-                Ok(b) if &b == bytes => {}
-                Ok(_) => stale.push(format!("{path} differs")),
-                Err(_) => stale.push(format!("{path} is missing")),
-            }
-        }
-        for path in committed.iter().filter(|p| !files.contains_key(*p)) {
-            stale.push(format!("{path} is not generated any more"));
-        }
-        if !stale.is_empty() {
-            bail!(
-                "the committed kernel images or bindings are stale; run `cargo xtask regen`:\n  {}",
-                stale.join("\n  ")
-            );
-        }
-        println!(
-            "regen --check: {} generated files byte-identical to the committed ones",
-            files.len()
-        );
-        return Ok(());
-    }
-    for path in committed.iter().filter(|p| !files.contains_key(*p)) {
-        fs::remove_file(root.join(path))?;
-    }
-    for (path, bytes) in &files {
-        let dest = root.join(path);
-        fs::create_dir_all(dest.parent().unwrap())?;
-        fs::write(&dest, bytes)?;
-    }
-    println!("regen: wrote {} files", files.len());
-    Ok(())
-}
-
-/// The images now under kernels/ (not the manifest).
-fn committed_images(root: &Path) -> Result<Vec<String>> {
-    let mut v = Vec::new();
-    for unit in images::UNITS {
-        let dir = root.join("kernels").join(unit.name);
-        if let Ok(rd) = fs::read_dir(&dir) {
-            for e in rd {
-                v.push(e?.path().strip_prefix(root)?.to_string_lossy().into_owned());
-            }
-        }
-    }
-    Ok(v)
-}
-
-fn ptxas(root: &Path) -> Result<()> {
-    let ptxas = toolchain::install(root, &toolchain::PTXAS_12_0)?;
-    let out = Command::new(&ptxas).arg("--version").output()?;
-    let version = String::from_utf8_lossy(&out.stdout);
-    let version = version.lines().last().unwrap_or_default().to_string();
-    for unit in images::UNITS {
-        for (ptx, sm) in [("compute_70", "sm_70"), ("compute_90", "sm_90")] {
-            let file = root.join(format!("kernels/{}/{ptx}.ptx", unit.name));
-            let cubin = std::env::temp_dir().join(format!("srb-ptxas-{}-{sm}.cubin", unit.name));
-            let o = Command::new(&ptxas)
-                .arg(format!("-arch={sm}"))
-                .arg(&file)
-                .arg("-o")
-                .arg(&cubin)
-                .output()?;
-            if !o.status.success() {
-                bail!(
-                    "ptxas ({version}) rejects {}: {}",
-                    file.display(),
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            }
-            let bytes = fs::metadata(&cubin)?.len();
-            let _ = fs::remove_file(&cubin);
-            println!(
-                "ptxas 12.0 ({version}): kernels/{}/{ptx}.ptx -> {sm}: ok ({bytes} bytes)",
-                unit.name
-            );
-        }
-    }
-    Ok(())
-}
-
-fn user_kernel(root: &Path) -> Result<()> {
-    let docs = fs::read_to_string(root.join("src/append.rs"))?;
-    let kernel = cuda_block(&docs).context("src/append.rs has no ```cuda block")?;
-    let (nv0, nv8) = load_nvrtcs(root)?;
-    let opts = |sm: u32| {
-        vec![
-            "-std=c++17".to_string(),
-            format!("-I{}", root.join("include").display()),
-            format!("--gpu-architecture=sm_{sm}"),
-        ]
-    };
-    for (nv, sm) in [(&nv0, 70), (&nv0, 90), (&nv8, 120)] {
-        let cubin = nv.compile("user_kernel.cu", &kernel, &opts(sm), nvrtc::Output::Cubin)?;
-        ensure!(
-            cubin.starts_with(b"\x7fELF"),
-            "NVRTC gave no ELF cubin for sm_{sm}"
-        );
-        let (a, b) = nv.version();
-        println!(
-            "user kernel (src/append.rs docs): NVRTC {a}.{b} -> sm_{sm} cubin, {} bytes",
-            cubin.len()
-        );
-    }
-    Ok(())
-}
-
-/// The first ```cuda block of a Rust module doc (`//! ` lines).
-fn cuda_block(docs: &str) -> Option<String> {
-    let lines: Vec<&str> = docs
-        .lines()
-        .map(|l| {
-            l.trim_start()
-                .trim_start_matches("//!")
-                .strip_prefix(' ')
-                .unwrap_or("")
-        })
-        .collect();
-    let start = lines.iter().position(|l| l.trim() == "```cuda")?;
-    let len = lines[start + 1..].iter().position(|l| l.trim() == "```")?;
-    Some(lines[start + 1..start + 1 + len].join("\n") + "\n")
 }

@@ -1,5 +1,10 @@
-//! The pinned generators, each installed once from PyPI into `target/xtask/` with
-//! `pip install --no-deps --target` (no nvcc, no CUDA toolkit, no GPU). The pins live here only.
+//! Every pinned tool the tasks fetch from PyPI; the pins live here only (maturin's is
+//! `python/pyproject.toml`'s build requirement, read from there).
+//!
+//! - The generators (NVRTC 12.0 and 12.8, CUDA 12.0's ptxas), each installed once into
+//!   `target/xtask/` with `pip install --no-deps --target` (no nvcc, no CUDA toolkit, no GPU).
+//! - nvcc 13.0 for the CUDA C++ host programs, into `.venv-nvcc/` (`cargo xtask dev-env`).
+//! - The wheel's tools: zig (maturin's linker for manylinux_2_28) and auditwheel.
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +35,37 @@ pub const PTXAS_12_0: Pin = Pin {
     version: "12.0.140",
     file: "nvidia/cuda_nvcc/bin/ptxas",
 };
+
+/// nvcc 13.0 and what it needs to compile and link (the CUDA C++ host programs), as pip
+/// requirements.
+pub const NVCC_13_0: &[&str] = &[
+    "nvidia-cuda-nvcc==13.0.88",
+    "nvidia-nvvm==13.0.88",
+    "nvidia-cuda-crt==13.0.88",
+    "nvidia-cuda-runtime==13.0.96",
+];
+
+/// The wheel's linker (`maturin build --zig`) and its check.
+pub const WHEEL_TOOLS: &[&str] = &["ziglang==0.13.*", "auditwheel==6.*"];
+
+/// The maturin requirement of `python/pyproject.toml` (`[build-system] requires`), the one
+/// place maturin's version is written: pip builds the package with it, and the Python tasks
+/// install it.
+pub fn maturin_requirement(root: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(root.join("python/pyproject.toml"))?;
+    let build_system = text
+        .split("[build-system]")
+        .nth(1)
+        .context("python/pyproject.toml has no [build-system]")?;
+    let start = build_system
+        .find("\"maturin")
+        .context("python/pyproject.toml's [build-system] requires no maturin")?
+        + 1;
+    let len = build_system[start..]
+        .find('"')
+        .context("an unclosed string")?;
+    Ok(build_system[start..start + len].to_string())
+}
 
 /// The pinned tool's path, installing its wheel first if this checkout has not yet.
 pub fn install(root: &Path, pin: &Pin) -> Result<PathBuf> {
@@ -62,8 +98,14 @@ pub fn install(root: &Path, pin: &Pin) -> Result<PathBuf> {
 }
 
 fn cache_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("xtask")
+    crate::cmd::target_dir(root).join("xtask")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn maturin_requirement_is_pyprojects() {
+        let r = super::maturin_requirement(&crate::cmd::root()).unwrap();
+        assert!(r.starts_with("maturin>=") && r.contains(",<"), "{r}");
+    }
 }

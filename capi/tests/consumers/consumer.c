@@ -1,4 +1,4 @@
-/* consumer.c: a C99 program on the installed C API, built by scripts/test-packages.sh through
+/* consumer.c: a C99 program on the installed C API, built by `cargo xtask packages` through
  * CMake, pkg-config and a plain cc command. It needs no CUDA header.
  *
  * Exit 0: the readback was created (a GPU is present). Exit 1: srb_create failed with the

@@ -1,5 +1,5 @@
 ! consumer.f90: a Fortran program on the installed package (module source from
-! sized_readback_FORTRAN_MODULE_SOURCE, built by scripts/test-packages.sh through CMake).
+! sized_readback_FORTRAN_MODULE_SOURCE, built by `cargo xtask packages` through CMake).
 ! Exit 0: a readback was created (a GPU). Exit 1: srb_check printed the library's error (no
 ! driver or GPU: what CI expects). Exit 2: a check that needs no GPU went wrong.
 program consumer

@@ -1,6 +1,5 @@
-//! The simulation step of `csrc/testing/embedding.cu` (`srbe_step`), mirrored on the host, for
-//! the embedding tests and the C API's tests (included with `#[path]`).
-#![allow(dead_code)]
+//! The simulation step of `csrc/testing/embedding.cu` (`srbe_step`), launched and mirrored on
+//! the host, for the embedding tests, the soak's graph lanes and the C API's tests.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaStream};
 use sized_readback::testing::{pattern, DeviceBuffer, Kernel, Kernels};

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Compiles the C, C++, Fortran and CUDA snippets of README.md against an installed C API prefix
-# (scripts/install-capi.sh PREFIX), so that the README's code keeps compiling as the API changes.
-# Compile only (-c): nothing is linked or run. Called by scripts/test-packages.sh; the README's
+# (cargo xtask install-capi PREFIX), so that the README's code keeps compiling as the API changes.
+# Compile only (-c): nothing is linked or run. Called by `cargo xtask packages`; the README's
 # Rust blocks are doctests (src/lib.rs, ReadmeDoctests) and its Python blocks are run by
 # python/tests/test_readme.py.
 #
-# Usage: bash scripts/test-readme-snippets.sh PREFIX [MARKDOWN]   (MARKDOWN: default README.md)
-#        bash scripts/test-readme-snippets.sh --list [MARKDOWN]   (prints the snippets it finds)
+# Usage: bash xtask/scripts/test-readme-snippets.sh PREFIX [MARKDOWN]   (MARKDOWN: default README.md)
+#        bash xtask/scripts/test-readme-snippets.sh --list [MARKDOWN]   (prints the snippets it finds)
 #
 # The rule, fixed:
 # - A snippet is a fenced block whose info string is exactly `c`, `cpp`, `fortran` or `cuda`, in
@@ -34,15 +34,15 @@
 # Environment: CC, CXX, FC (default cc, c++, gfortran), NVCC, MPICXX (default mpicxx). Under
 # SRB_CI=1 a missing C, C++ or Fortran compiler is an error; otherwise it is skipped with a message.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage="usage: bash scripts/test-readme-snippets.sh PREFIX [MARKDOWN] | --list [MARKDOWN]"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+usage="usage: bash xtask/scripts/test-readme-snippets.sh PREFIX [MARKDOWN] | --list [MARKDOWN]"
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "$usage" >&2; exit 2; }
 list=0
 prefix=""
 case "$1" in
   -h|--help) echo "$usage"; exit 0 ;;
   --list) list=1 ;;
-  *) [ -d "$1" ] || { echo "test-readme-snippets: no prefix $1 (bash scripts/install-capi.sh $1)" >&2; exit 2; }
+  *) [ -d "$1" ] || { echo "test-readme-snippets: no prefix $1 (cargo xtask install-capi $1)" >&2; exit 2; }
      prefix="$(cd "$1" && pwd)" ;;
 esac
 md="${2:-$root/README.md}"
@@ -122,7 +122,7 @@ if (source "$root/scripts/find-nvcc.sh" >/dev/null 2>&1 && echo "$NVCC" >"$work/
 wrap_c() { # wrap_c SNIPPET OUT
   local s=$1 out=$2
   {
-    echo "/* $name line $(line_of "$s") ($(tag_of "$s")), wrapped by scripts/test-readme-snippets.sh */"
+    echo "/* $name line $(line_of "$s") ($(tag_of "$s")), wrapped by xtask/scripts/test-readme-snippets.sh */"
     if grep -Eq '^(extern "C" +)?__global__|^int main' "$s"; then
       cat "$s.ctx" "$s"
     else
@@ -141,7 +141,7 @@ wrap_fortran() { # wrap_fortran SNIPPET OUT
     cat "$s.ctx" "$s" >"$out"; return
   fi
   {
-    echo "! $name line $(line_of "$s") (fortran), wrapped by scripts/test-readme-snippets.sh"
+    echo "! $name line $(line_of "$s") (fortran), wrapped by xtask/scripts/test-readme-snippets.sh"
     echo "program readme_snippet"
     grep -Ei '^[[:space:]]*use[[:space:],]' "$s" || true
     echo "implicit none"
@@ -201,7 +201,7 @@ for s in "${snippets[@]}"; do
     cuda)
       wrap_c "$s" "$base.cu"
       if [ -z "$nvcc_found" ]; then
-        echo "test-readme-snippets: $label: skipped (no nvcc: install the CUDA toolkit, set NVCC, or source scripts/dev-env.sh)"
+        echo "test-readme-snippets: $label: skipped (no nvcc: install the CUDA toolkit, set NVCC, or run cargo xtask dev-env)"
         skipped=$((skipped + 1)); continue
       fi
       ccbin=()

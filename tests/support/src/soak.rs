@@ -1,8 +1,8 @@
 //! The soak: many readbacks with random counts, element sizes, transports, wait modes and
 //! slots in flight, each one checked against a host reference (every status, every byte).
 //!
-//! Shared by `tests/reliability.rs` (a short run in the test suite) and `examples/soak.rs`
-//! (the long run: `--readbacks 1000000`), through `#[path]`.
+//! Shared by the GPU test binary's reliability tests (`tests/gpu/reliability/`, a short run)
+//! and `examples/soak.rs` (the long run: `--readbacks 1000000`).
 //!
 //! Each worker thread owns one stream, three patterned source buffers (device and host
 //! copies) and one *lane* per (element type, transport). A lane is a readback with a random
@@ -20,8 +20,7 @@
 //! into an `AppendReadback`; every row checked as a multiset, every overflow's numbers, the
 //! slot's rows and the fetched spill) and graph lanes (a captured graph replayed again and
 //! again: packs of the embedding step, and append kernels; every replay checked).
-#![allow(dead_code)]
-
+use crate::step::step_count;
 use anyhow::{Context as _, Result};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream, CudaView};
@@ -777,17 +776,6 @@ impl Step for AppendLane {
 
 // ---------------------------------------------------------------------------------------
 // Graph lanes: a graph captured once, replayed at every step, each replay checked.
-
-/// The count `srbe_step` writes for `key` (csrc/testing/embedding.cu's srbe_count).
-fn step_count(key: u64, cap: u64) -> i64 {
-    if key % 997 == 13 {
-        cap as i64 + 1
-    } else if key % 991 == 7 {
-        -3
-    } else {
-        (pattern::mix(key) % (cap + 1)) as i64
-    }
-}
 
 fn launch_step_advance(
     stream: &CudaStream,

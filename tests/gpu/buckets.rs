@@ -1,10 +1,7 @@
-//! GPU tests of bucketed readbacks: append kernels that name a bucket per row
-//! (`srbt_append_buckets`, through `srb::BlockAppendTo`), and the bucket pack of device data
-//! the user already partitioned (counts and offsets). Every bucket is checked row by row
-//! (appends as multisets, since their rows come in no particular order; packs in order).
-//!
-//! A custom harness (libtest-mimic): without a CUDA driver or device every test is reported as
-//! *ignored*, never as passed.
+//! Bucketed readbacks: append kernels that name a bucket per row (`srbt_append_buckets`,
+//! through `srb::BlockAppendTo`), and the bucket pack of device data the user already
+//! partitioned (counts and offsets). Every bucket is checked row by row (appends as multisets,
+//! since their rows come in no particular order; packs in order).
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use sized_readback::testing::{pattern, Kernel, Kernels};
@@ -13,21 +10,27 @@ use sized_readback::{
     ReadbackConfig, Transport,
 };
 use std::ffi::c_void;
-use std::sync::{Arc, OnceLock};
-#[path = "common/trials.rs"]
-mod trials;
+use std::sync::Arc;
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
+pub const TESTS: &[Test] = test_support::tests![
+    append_into_buckets,
+    bad_buckets_and_overflow,
+    many_cycles_random_bucket_counts,
+    pack_partitioned_data,
+    pack_bad_inputs,
+];
+
+/// This subject's context of device 0 (see `test_support::device`).
 fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
 }
 
 fn kernel() -> Result<Kernel> {
     Ok(Kernels::load(&ctx())?.function("srbt_append_buckets")?)
 }
 
-const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
 /// A prime above every candidate count: `i -> i * P % n` permutes `0..n`.
 const P: u64 = 2_147_483_647;
 
@@ -569,18 +572,4 @@ fn pack_bad_inputs() -> Result<()> {
         Err(Error::InvalidConfig { .. })
     ));
     Ok(())
-}
-
-fn main() {
-    trials::run(
-        &[
-            ("buckets_append", append_into_buckets),
-            ("buckets_bad_bucket_and_overflow", bad_buckets_and_overflow),
-            ("buckets_many_cycles", many_cycles_random_bucket_counts),
-            ("buckets_pack_partitioned_data", pack_partitioned_data),
-            ("buckets_pack_bad_inputs", pack_bad_inputs),
-        ],
-        &[],
-        false,
-    )
 }

@@ -1,9 +1,6 @@
-//! GPU tests of device-side append: user kernels (csrc/testing/append.cu) that append through
-//! the shipped header `include/sized_readback/append.cuh`. Rows come back in no particular
-//! order, so every test compares them with the host's as multisets, byte by byte.
-//!
-//! A custom harness (libtest-mimic): without a CUDA driver or device every test is reported as
-//! *ignored*, never as passed.
+//! Device-side append: user kernels (csrc/testing/append.cu) that append through the shipped
+//! header `include/sized_readback/append.cuh`. Rows come back in no particular order, so every
+//! test compares them with the host's as multisets, byte by byte.
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
@@ -15,15 +12,27 @@ use sized_readback::{
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-#[path = "common/source_root.rs"]
-mod source_root;
-#[path = "common/trials.rs"]
-mod trials;
+use test_support::source_root::source_root;
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
+pub const TESTS: &[Test] = test_support::tests![
+    counts_at_the_edges,
+    element_sizes,
+    block_sizes_and_grids,
+    several_columns_and_3d_shapes,
+    many_cycles_random_counts,
+    a_kernel_that_does_not_finish,
+    misuse_is_reported,
+    nvrtc_kernel_through_the_header,
+    graph_replay,
+    graph_replay_overflow,
+    header_is_shipped.cpu(),
+];
+
+/// This subject's context of device 0 (see `test_support::device`).
 fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
 }
 
 fn kernels() -> Kernels {
@@ -40,7 +49,6 @@ fn sms() -> u32 {
         .expect("SM count") as u32
 }
 
-const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
 /// A prime above every candidate count: `i -> i * P % n` permutes `0..n`.
 const P: u64 = 2_147_483_647;
 
@@ -823,7 +831,7 @@ fn header_is_shipped() -> Result<()> {
     // INCLUDE_DIR is the build machine's path (for dependents' build scripts); the files are
     // looked for in this copy of the tree.
     ensure!(sized_readback::append::INCLUDE_DIR.ends_with("/include"));
-    let dir = source_root::source_root(env!("CARGO_MANIFEST_DIR"), 0).join("include");
+    let dir = source_root().join("include");
     for f in ["sized_readback/append.cuh", "sized_readback/slot.h"] {
         ensure!(dir.join(f).is_file(), "{f} missing from {}", dir.display());
     }
@@ -845,35 +853,4 @@ fn header_is_shipped() -> Result<()> {
     let std = h.find("#include <stdint.h>").context("stdint")?;
     ensure!(other < std && std < other + h[other..].find("#endif").context("#endif")?);
     Ok(())
-}
-
-fn main() {
-    trials::run(
-        &[
-            ("append_counts_at_the_edges", counts_at_the_edges),
-            ("append_element_sizes", element_sizes),
-            ("append_block_sizes_and_grids", block_sizes_and_grids),
-            (
-                "append_several_columns_and_3d_shapes",
-                several_columns_and_3d_shapes,
-            ),
-            (
-                "append_many_cycles_random_counts",
-                many_cycles_random_counts,
-            ),
-            (
-                "append_a_kernel_that_does_not_finish",
-                a_kernel_that_does_not_finish,
-            ),
-            ("append_misuse_is_reported", misuse_is_reported),
-            (
-                "append_nvrtc_kernel_through_the_header",
-                nvrtc_kernel_through_the_header,
-            ),
-            ("append_graph_replay", graph_replay),
-            ("append_graph_replay_overflow", graph_replay_overflow),
-        ],
-        &[("append_header_is_shipped", header_is_shipped)],
-        false,
-    )
 }

@@ -2,7 +2,6 @@
 //! process: the test binary runs itself again with `<env>=<scenario>`, and the child prints
 //! `SCENARIO OK` and exits 0 if every expectation held. The parent fails on a non-zero exit, a
 //! missing `SCENARIO OK`, or a hang (the child is killed after the timeout).
-#![allow(dead_code)]
 
 use anyhow::{bail, ensure, Context as _, Result};
 use std::io::Read;

@@ -1,10 +1,9 @@
-//! Embedding tests: several columns with one count, and CUDA graph capture and replay (the C
-//! ABI's tests are in `capi/tests/capi.rs`). A custom harness (libtest-mimic): without a CUDA
-//! driver or device every GPU test is reported as *ignored*.
+//! Embedding in a simulation loop: several columns with one count, and CUDA graph capture and
+//! replay (the C API's are in `capi/tests/capi.rs`).
 //!
-//! Tests run one at a time unless `--test-threads` says otherwise: graph capture and the
-//! context-wide synchronization a graph readback's drop performs should not interleave with
-//! other tests' work.
+//! The graph tests run alone: graph capture and the context-wide synchronization a graph
+//! readback's drop performs should not interleave with other tests' work, and they time their
+//! waits.
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView};
@@ -13,30 +12,29 @@ use sized_readback::{
     ColumnReadback, ColumnReadout, ColumnSchema, Element, Error, GraphReadback, ReadbackConfig,
     Transport,
 };
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-#[path = "common/trials.rs"]
-mod trials;
+use test_support::check::{as_bytes, expect_err};
+use test_support::step::*;
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
+pub const TESTS: &[Test] = test_support::tests![
+    columns_mixed_types,
+    columns_count_rules,
+    columns_api_misuse,
+    columns_cloned_schema_types_are_checked,
+    columns_raw_after_an_event,
+    graph_replays_the_seed_loop.exclusive(),
+    graph_overrun_is_detected.exclusive(),
+    graph_record_without_capture.exclusive(),
+    graph_misuse_is_reported_at_once.exclusive(),
+    graph_take_numbers_every_outcome.exclusive(),
+];
+
+/// This subject's context of device 0 (see `test_support::device`).
 fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
-}
-
-const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
-
-fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
-    // SAFETY: Element types are plain old data.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
-}
-
-fn expect_err<T>(r: Result<T, Error>, what: &str, ok: impl Fn(&Error) -> bool) -> Result<()> {
-    match r {
-        Ok(_) => bail!("{what}: accepted"),
-        Err(e) if ok(&e) => Ok(()),
-        Err(e) => bail!("{what}: wrong error {e}"),
-    }
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -301,10 +299,6 @@ fn columns_cloned_schema_types_are_checked() -> Result<()> {
     ensure!(out.column(flag) == vec![7u8; cap].as_slice(), "flag column");
     Ok(())
 }
-
-#[path = "common/step.rs"]
-mod step;
-use step::*;
 
 fn columns_raw_after_an_event() -> Result<()> {
     let ctx = ctx();
@@ -769,32 +763,4 @@ fn graph_take_numbers_every_outcome() -> Result<()> {
         Ok(())
     })?;
     Ok(())
-}
-
-fn main() {
-    trials::run(
-        &[
-            ("columns_mixed_types", columns_mixed_types),
-            ("columns_count_rules", columns_count_rules),
-            ("columns_api_misuse", columns_api_misuse),
-            (
-                "columns_cloned_schema_types_are_checked",
-                columns_cloned_schema_types_are_checked,
-            ),
-            ("columns_raw_after_an_event", columns_raw_after_an_event),
-            ("graph_replays_the_seed_loop", graph_replays_the_seed_loop),
-            ("graph_overrun_is_detected", graph_overrun_is_detected),
-            ("graph_record_without_capture", graph_record_without_capture),
-            (
-                "graph_misuse_is_reported_at_once",
-                graph_misuse_is_reported_at_once,
-            ),
-            (
-                "graph_take_numbers_every_outcome",
-                graph_take_numbers_every_outcome,
-            ),
-        ],
-        &[],
-        true,
-    )
 }

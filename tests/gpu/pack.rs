@@ -1,31 +1,45 @@
-//! GPU tests. A custom harness (libtest-mimic) decides at run time: with no CUDA driver or
-//! no device every test is reported as *ignored*, never as passed; with a GPU, plain
-//! `cargo test` runs them all.
+//! The pack readback of one element type (`Readback<T>`): every element size and alignment,
+//! counts at the edges and past them, every count type, bad input, foreign contexts, raw
+//! pointers after an event, slots, polling and timeouts, drops in flight, programmatic launch,
+//! graph capture refused.
 use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
-use libtest_mimic::{Arguments, Failed, Trial};
 use sized_readback::testing::pattern;
-use sized_readback::testing::seed::{self, SeedOptions, SeedStrategy};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::LaunchShape;
-use sized_readback::{
-    CountType, Element, Error, ImageKind, KernelImage, Readback, ReadbackConfig, Transport,
-    WaitMode,
-};
+use sized_readback::{CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode};
 use std::ffi::c_void;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
-#[path = "common/trials.rs"]
-mod trials;
-use trials::{gpu_present, TestFn};
+use test_support::check::{as_bytes, expect_err};
+use test_support::{SubjectContext, Test, TRANSPORTS};
 
+pub const TESTS: &[Test] = test_support::tests![
+    element_sizes_and_unaligned_views,
+    counts_at_the_edges,
+    large_counts_use_many_blocks,
+    every_count_type,
+    bad_counts,
+    over_capacity_then_grow,
+    configuration_errors,
+    foreign_context_is_rejected,
+    bad_raw_pointers,
+    raw_pointers_after_an_event,
+    slots_exhausted_then_reused,
+    // Timing: a readback still in flight behind a busy producer.
+    polling_and_timeouts.exclusive(),
+    drop_everything_in_flight,
+    random_cycles,
+    programmatic_launch_on_and_off,
+    // Graph capture; it drains cudarc's per-context error record, which other tests read.
+    capture_is_refused_and_long_timeouts_work.exclusive(),
+];
+
+/// This subject's context of device 0 (see `test_support::device`).
 fn ctx() -> Arc<CudaContext> {
-    static CTX: OnceLock<Arc<CudaContext>> = OnceLock::new();
-    CTX.get_or_init(|| sized_readback::device::open(0).expect("a GPU (checked before the tests)"))
-        .clone()
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
 }
-
-const TRANSPORTS: [Transport; 2] = [Transport::Mapped, Transport::Staged];
 
 /// Device bytes filled with pattern(seed), and the same bytes on the host.
 fn pattern_bytes(
@@ -43,11 +57,6 @@ fn count_buf<K: CountType + cudarc::driver::DeviceRepr>(
     v: K,
 ) -> Result<CudaSlice<K>> {
     Ok(stream.clone_htod(&[v])?)
-}
-
-fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
-    // SAFETY: Element types are plain old data without padding requirements on reads.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
 /// Reads back `count` elements of T from a view that starts `offset` bytes into a patterned
@@ -88,7 +97,7 @@ fn roundtrip<T: Element>(
     Ok(())
 }
 
-fn element_sizes() -> Result<()> {
+fn element_sizes_and_unaligned_views() -> Result<()> {
     for t in TRANSPORTS {
         for (i, offset) in [0usize, 1, 3, 8].into_iter().enumerate() {
             let s = 100 + i as u64;
@@ -156,14 +165,6 @@ fn every_count_type() -> Result<()> {
         one(t, 0u64, 0)?;
     }
     Ok(())
-}
-
-fn expect_err<T>(r: Result<T, Error>, what: &str, ok: impl Fn(&Error) -> bool) -> Result<()> {
-    match r {
-        Ok(_) => bail!("{what}: accepted"),
-        Err(e) if ok(&e) => Ok(()),
-        Err(e) => bail!("{what}: wrong error {e}"),
-    }
 }
 
 fn bad_counts() -> Result<()> {
@@ -653,40 +654,6 @@ fn programmatic_launch_on_and_off() -> Result<()> {
     Ok(())
 }
 
-fn seed_output(strategy: SeedStrategy) -> Result<String> {
-    let mut out = Vec::new();
-    seed::run(
-        &ctx(),
-        SeedOptions {
-            strategy,
-            sleep_ms: 20,
-            kernel_printf: false,
-        },
-        &mut out,
-    )?;
-    Ok(String::from_utf8(out)?)
-}
-
-fn seed_golden() -> Result<()> {
-    for t in TRANSPORTS {
-        let got = seed_output(SeedStrategy::Readback(t))?;
-        ensure!(got == seed::EXPECTED, "{t:?} printed:\n{got}");
-    }
-    let got = seed_output(SeedStrategy::Sync)?;
-    ensure!(got == seed::EXPECTED, "sync printed:\n{got}");
-    for t in TRANSPORTS {
-        let got = seed_output(SeedStrategy::Append(t))?;
-        ensure!(got == seed::EXPECTED, "append over {t:?} printed:\n{got}");
-    }
-    Ok(())
-}
-
-fn seed_naive_reproduces_the_bug() -> Result<()> {
-    let got = seed_output(SeedStrategy::Naive)?;
-    ensure!(got == seed::NAIVE, "naive printed:\n{got}");
-    Ok(())
-}
-
 /// A ticket-based readback enqueued into a stream under graph capture is refused (its frozen
 /// slot and sequence number would be replayed after the ticket is gone), the capture stays
 /// usable, and a wait with `Duration::MAX` means "no deadline", not an overflow.
@@ -756,108 +723,4 @@ fn capture_is_refused_and_long_timeouts_work() -> Result<()> {
     let t = rb.enqueue(&stream, &data, &cnt)?;
     ensure!(t.wait_timeout(Duration::MAX)?.as_slice() == [2.5; 8]);
     Ok(())
-}
-
-/// The library names the image this device runs, as chosen for its compute capability and
-/// `CUDA_FORCE_PTX_JIT` (gpu-verify's `ptx` phase runs this suite with it set), and the code the
-/// driver loaded was compiled for that architecture.
-fn kernel_image_for_this_device() -> Result<()> {
-    let ctx = ctx();
-    let (major, minor) = sized_readback::device::compute_capability(&ctx)?;
-    let forced = std::env::var("CUDA_FORCE_PTX_JIT").is_ok_and(|v| !v.is_empty() && v != "0");
-    let image = KernelImage::for_context(&ctx)?;
-    eprintln!("device {major}.{minor}, CUDA_FORCE_PTX_JIT={forced}: {image}");
-    ensure!(
-        image == KernelImage::choose(major, minor, forced)?,
-        "{image}"
-    );
-    if forced {
-        ensure!(
-            image.kind() == ImageKind::Ptx,
-            "{image} under CUDA_FORCE_PTX_JIT"
-        );
-    } else if (major, minor) == (9, 0) {
-        ensure!(
-            (image.kind(), image.arch()) == (ImageKind::MachineCode, 90),
-            "{image}"
-        );
-    }
-    let kernels = Module::load(&ctx)?;
-    ensure!(
-        kernels.image().kind() == image.kind(),
-        "test kernels: {}",
-        kernels.image()
-    );
-    let loaded = kernels.function("srb_fill_pattern")?.ptx_version()?;
-    ensure!(
-        loaded == image.arch() as i32,
-        "the loaded code was compiled from compute_{loaded}, the image is {image}"
-    );
-    Ok(())
-}
-
-/// Tests that assert something about timing (a readback still in flight, a stale host size)
-/// run alone. On the GPU host (H200, driver 580) an enqueue on one thread stalled until the
-/// device was idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost
-/// synchronize the device and hold the driver's lock meanwhile); serial runs never stalled.
-static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
-const RUN_ALONE: &[&str] = &[
-    "seed_naive_reproduces_the_bug",
-    "polling_and_timeouts",
-    "capture_is_refused_and_long_timeouts_work",
-];
-
-fn main() {
-    let args = Arguments::from_args();
-    let gpu = gpu_present();
-    let tests: &[(&str, TestFn)] = &[
-        ("seed_golden", seed_golden),
-        ("kernel_image_for_this_device", kernel_image_for_this_device),
-        (
-            "seed_naive_reproduces_the_bug",
-            seed_naive_reproduces_the_bug,
-        ),
-        ("element_sizes_and_unaligned_views", element_sizes),
-        ("counts_at_the_edges", counts_at_the_edges),
-        ("large_counts_use_many_blocks", large_counts_use_many_blocks),
-        ("every_count_type", every_count_type),
-        ("bad_counts", bad_counts),
-        ("over_capacity_then_grow", over_capacity_then_grow),
-        ("configuration_errors", configuration_errors),
-        ("foreign_context_is_rejected", foreign_context_is_rejected),
-        ("bad_raw_pointers", bad_raw_pointers),
-        ("raw_pointers_after_an_event", raw_pointers_after_an_event),
-        ("slots_exhausted_then_reused", slots_exhausted_then_reused),
-        ("polling_and_timeouts", polling_and_timeouts),
-        ("drop_everything_in_flight", drop_everything_in_flight),
-        ("random_cycles", random_cycles),
-        (
-            "programmatic_launch_on_and_off",
-            programmatic_launch_on_and_off,
-        ),
-        (
-            "capture_is_refused_and_long_timeouts_work",
-            capture_is_refused_and_long_timeouts_work,
-        ),
-    ];
-    let trials = tests
-        .iter()
-        .map(|&(name, f)| {
-            Trial::test(name, move || {
-                // Poisoning only means another test failed; the lock guards no data.
-                let _alone = RUN_ALONE
-                    .contains(&name)
-                    .then(|| EXCLUSIVE.write().unwrap_or_else(|p| p.into_inner()));
-                let _shared = (!RUN_ALONE.contains(&name))
-                    .then(|| EXCLUSIVE.read().unwrap_or_else(|p| p.into_inner()));
-                f().map_err(|e| Failed::from(format!("{e:#}")))
-            })
-            .with_kind("gpu")
-            .with_ignored_flag(!gpu)
-        })
-        .collect();
-    if !gpu {
-        eprintln!("no CUDA driver or device: GPU tests are reported as ignored");
-    }
-    libtest_mimic::run(&args, trials).exit();
 }

@@ -1,0 +1,135 @@
+//! `cargo xtask ci [CARGO-TEST-ARGS]`: every check, as CI runs it (`.ci/run`, through the
+//! README's test command `bash scripts/test.sh`), on a machine without a GPU or CUDA toolkit.
+//!
+//! Formatting and lints; every test; then the install story and the packages: the library, its
+//! tests and the seed build with Rust alone (the kernels and the slot bindings are committed);
+//! the packaged crate builds for a dependent and for docs.rs with no CUDA toolkit or libclang;
+//! the committed kernel images are regenerated and compared byte for byte, and their PTX
+//! assembled by CUDA 12.0's ptxas (`dev-env` first installs libclang for bindgen, and nvcc for
+//! the CUDA C++ host programs); the C API's packages, the host programs on it, and the Python
+//! package and its manylinux_2_28 wheel. CMake, pkg-config, a C/C++ and Fortran compiler and
+//! mpicxx come from `.ci/run`; elsewhere a step whose tool is missing says so and skips, except
+//! under `SRB_CI=1`. Without a GPU the GPU tests are reported as ignored; with one, they run.
+use crate::{cmd, dependent, dev_env, host_programs, kernels, packages, python};
+use anyhow::{ensure, Result};
+use std::path::Path;
+use std::process::Command;
+
+pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
+    let cargo = || cmd::cargo(root);
+    let has = |sub: &str| {
+        cmd::cargo(root)
+            .args([sub, "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has("fmt") {
+        cmd::run(cargo().args(["fmt", "--all", "--check"]))?;
+    } else {
+        eprintln!("ci: rustfmt not installed, skipping the format check");
+    }
+    // The README's tables of committed results against their JSON records.
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/readme-tables.py", "--check"])
+            .current_dir(root),
+    )?;
+    if has("clippy") {
+        cmd::run(cargo().args([
+            "clippy",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+        cmd::run(cargo().args([
+            "clippy",
+            "--all-targets",
+            "--locked",
+            "-p",
+            "xtask",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    } else {
+        eprintln!("ci: clippy not installed, skipping lints");
+    }
+    // The crate as crates.io would get it (no CI files, logs or results), built from the
+    // package alone (cargo package's verify step), then as a dependent and docs.rs would build
+    // it, before anything below installs a CUDA tool.
+    cmd::run(cargo().args([
+        "package",
+        "--locked",
+        "--allow-dirty",
+        "-p",
+        "sized-readback",
+    ]))?;
+    dependent::check(root)?;
+    // The maintainers' tools from here on: libclang for bindgen, nvcc for the CUDA C++ host
+    // programs (the Fortran seed's kernel among the tests).
+    let nvcc = dev_env::ensure(root)?;
+    // Edition 2021, one thread: every later step (cargo test's Fortran test, the build
+    // scripts) finds it there.
+    std::env::set_var("NVCC", &nvcc);
+    eprintln!("ci: NVCC={}", nvcc.display());
+    cmd::run(cargo().args(["test", "--locked"]).args(test_args))?;
+    cmd::run(cargo().args(["test", "--locked", "-p", "xtask"]))?;
+    seed_stops_without_a_driver(root)?;
+    // The committed kernel images and bindings, regenerated (NVRTC 12.0 and 12.8 from PyPI) and
+    // compared byte for byte; their PTX assembled by CUDA 12.0's ptxas, the stand-in for an
+    // R525 driver's JIT; the append docs' user kernel compiled by NVRTC straight to machine code.
+    kernels::regen(root, true)?;
+    kernels::ptxas(root)?;
+    kernels::user_kernel(root)?;
+    // The C API's packages (CMake, pkg-config, plain cc) from an installed, then moved, prefix;
+    // the host programs on the C API (the seed's C++ port, the MPI mini-app). One release
+    // build of the C library serves both.
+    cmd::run(cargo().args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "sized-readback-clib",
+    ]))?;
+    let libdir = cmd::target_dir(root).join("release");
+    packages::check(root, Some(libdir.clone()))?;
+    host_programs::check(root, Some(libdir))?;
+    // The Python package: one release build of the extension, through pip and maturin; its
+    // pytest suite (GPU tests skipped without a GPU); the abi3 manylinux_2_28 wheel.
+    python::task(root, python::Python::Install)?;
+    python::task(root, python::Python::Test { args: vec![] })?;
+    python::task(
+        root,
+        python::Python::Wheel {
+            dir: cmd::target_dir(root).join("wheels"),
+        },
+    )?;
+    println!("ci: every check passed");
+    Ok(())
+}
+
+/// Without a driver, the quick start's `scripts/seed.sh` stops at once with its message,
+/// having built nothing, whatever LD_LIBRARY_PATH holds.
+fn seed_stops_without_a_driver(root: &Path) -> Result<()> {
+    if cmd::driver_present() {
+        return Ok(());
+    }
+    for ld in [None, Some("/nonexistent:/usr/lib")] {
+        let mut c = cmd::bash(root, "scripts/seed.sh");
+        match ld {
+            Some(v) => c.env("LD_LIBRARY_PATH", v),
+            None => c.env_remove("LD_LIBRARY_PATH"),
+        };
+        let o = cmd::capture(&mut c)?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        ensure!(
+            o.status.code() == Some(1) && err.contains("no NVIDIA driver"),
+            "seed.sh without a driver (LD_LIBRARY_PATH {ld:?}): {}\n{err}",
+            o.status
+        );
+    }
+    println!("ci: seed.sh without a driver stops with its message (LD_LIBRARY_PATH unset and set)");
+    Ok(())
+}
