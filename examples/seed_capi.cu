@@ -1,7 +1,7 @@
 // seed_capi.cu: the seed's original C++ program (shared/seed/000_22854d1e0a2c547f.txt) with only
 // its `communication` function and its waits (`cudaEventSynchronize(copy_done)`) changed to the
 // sized-readback C API. Everything else -- the kernel, the streams, the events, the loop, cpuWork
-// -- is the seed's code. It prints the seed's *expected* output (src/seed.rs, EXPECTED), plus the
+// -- is the seed's code. It prints the seed's *expected* output (src/testing/seed.rs, EXPECTED), plus the
 // kernel's own "in kernel:" lines.
 //
 // Build (on a machine with nvcc; the static library is built by

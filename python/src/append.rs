@@ -87,13 +87,13 @@ impl AppendReadback {
             return Err(PyValueError::new_err("spill must be 0 or more rows"));
         }
         let (specs, columns) = parse_columns(py, dtype, columns)?;
-        let (shared, schema, _restore) = open(py, device, &specs)?;
         let mut config = ReadbackConfig::new(capacity)
             .slots(slots)
             .transport(transport);
         if let Some(s) = spill {
             config = config.spill(s as usize);
         }
+        let (shared, schema, _restore) = open(py, device, &specs, |s| Core::check(s, &config))?;
         let rb = Core::new(&shared.ctx, &schema, config).py_err(py)?;
         Ok(AppendReadback {
             rb: ManuallyDrop::new(rb),

@@ -276,6 +276,11 @@ fn from_cai<'py>(py: Python<'py>, cai: &Bound<'py, PyAny>, what: &str) -> PyResu
     let shape: Vec<i64> = get(intern!(py, "shape"))?
         .ok_or_else(|| missing("shape"))?
         .extract()?;
+    if shape.iter().any(|&d| d < 0) {
+        return Err(PyValueError::new_err(format!(
+            "{what}.__cuda_array_interface__ has shape {shape:?}: dimensions are 0 or more"
+        )));
+    }
     let typestr: String = get(intern!(py, "typestr"))?
         .ok_or_else(|| missing("typestr"))?
         .extract()?;

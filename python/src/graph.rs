@@ -111,10 +111,12 @@ impl GraphReadback {
     ) -> PyResult<Self> {
         let (capacity, slots, device, _) = check_settings(capacity, slots, device, "mapped")?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
-        let (shared, schema, _restore) = open(py, device, &specs)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
             .transport(Transport::Mapped);
+        let (shared, schema, _restore) = open(py, device, &specs, |s| {
+            srb::GraphReadback::check(s, &config)
+        })?;
         let g = srb::GraphReadback::new(&shared.ctx, &schema, config).py_err(py)?;
         Ok(GraphReadback {
             inner: Mutex::new(Some(Arc::new(g))),

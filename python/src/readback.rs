@@ -71,15 +71,19 @@ pub(crate) fn open(
     py: Python<'_>,
     device: i32,
     specs: &[ColSpec],
+    check: impl FnOnce(&ColumnSchema) -> srb::Result<()>,
 ) -> PyResult<(Arc<Shared>, ColumnSchema, CtxGuard)> {
-    // The driver's presence first (an error, not cudarc's panic), then the guard's query.
-    srb::device::count().py_err(py)?;
-    let restore = CtxGuard::save();
-    let ctx = srb::device::open(device as usize).py_err(py)?;
     let mut schema = ColumnSchema::new();
     for s in specs {
         schema.raw_column(s.elem_size);
     }
+    // The settings as the core checks them, before any driver call: the same ConfigError with
+    // or without a GPU.
+    check(&schema).py_err(py)?;
+    // The driver's presence first (an error, not cudarc's panic), then the guard's query.
+    srb::device::count().py_err(py)?;
+    let restore = CtxGuard::save();
+    let ctx = srb::device::open(device as usize).py_err(py)?;
     Ok((Shared::new(ctx, device), schema, restore))
 }
 
@@ -275,10 +279,11 @@ impl Readback {
         let (capacity, slots, device, transport) =
             check_settings(capacity, slots, device, transport)?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
-        let (shared, schema, _restore) = open(py, device, &specs)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
             .transport(transport);
+        let (shared, schema, _restore) =
+            open(py, device, &specs, |s| ColumnReadback::check(s, &config))?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
         Ok(Readback {
             rb: ManuallyDrop::new(rb),

@@ -90,7 +90,8 @@ fn _host_readout(
         let (ptr, _): (usize, bool) = iface.get_item("data")?.extract()?;
         let contiguous: bool = a.getattr("flags")?.getattr("c_contiguous")?.extract()?;
         let nbytes: usize = a.getattr("nbytes")?.extract()?;
-        if !contiguous || nbytes < count * s.elem_size {
+        let need = count.checked_mul(s.elem_size);
+        if !contiguous || need.is_none_or(|need| nbytes < need) {
             return Err(PyValueError::new_err(
                 "each array is C-contiguous with at least count rows",
             ));

@@ -73,6 +73,22 @@ def test_bad_settings_are_refused_before_the_device_is_opened(cls, kwargs, error
         cls(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "cls, kwargs",
+    [
+        (srb.Readback, dict(capacity=2**62, dtype="f8")),
+        (srb.Readback, dict(capacity=16, slots=2**33)),
+        (srb.AppendReadback, dict(capacity=16, spill=2**62)),
+        (srb.GraphReadback, dict(capacity=2**62, dtype="f8")),
+    ],
+)
+def test_settings_the_core_refuses_are_config_errors_with_or_without_a_gpu(cls, kwargs):
+    # The core's own checks run before the driver is opened, so the error does not depend on
+    # whether a GPU is there.
+    with pytest.raises(srb.ConfigError):
+        cls(**kwargs)
+
+
 def test_graph_readback_refuses_bad_settings_too():
     with pytest.raises(srb.ConfigError):
         srb.GraphReadback(0)
@@ -189,6 +205,15 @@ def test_cai_stream_is_the_default_stream_and_is_ordered_after():
     assert d["stream"] == 0x6000 and d["afters"][0] == ("stream", 1)
     with pytest.raises(ValueError, match="disallows"):
         parse(CAI((10,), "<f8", stream=0), CAI((), "<i4"))
+
+
+def test_negative_dimensions_are_refused():
+    # A shape of -1 would otherwise become a huge source length and switch off the check that
+    # the count fits the source.
+    with pytest.raises(ValueError, match="dimensions are 0 or more"):
+        parse(CAI((-1,), "<f8"), CAI((), "<i4"))
+    with pytest.raises(ValueError, match="dimensions are 0 or more"):
+        parse(CAI((10,), "<f8"), CAI((-1, -1), "<i4"))
 
 
 def test_rows_of_subarray_columns():
@@ -374,6 +399,11 @@ def test_torch_dtypes_name_columns_when_torch_is_installed():
 
 def host_readout(arrays, count, **kw):
     return _native._host_readout(arrays, count, **kw)
+
+
+def test_host_readout_refuses_a_count_whose_bytes_overflow():
+    with pytest.raises(ValueError):
+        host_readout([np.zeros(1)], 2**61 + 1, dtype="f8")
 
 
 def test_numpy_views_are_zero_copy_read_only_and_of_count_rows():

@@ -1,8 +1,8 @@
-//! The test pattern that the `srb_fill_pattern` kernel (csrc/producers.cu) writes, computed on
+//! The test pattern that the `srb_fill_pattern` kernel (csrc/testing/producers.cu) writes, computed on
 //! the host, so tests and the harness can check every byte of a readback.
 
 /// SplitMix64's output function (Steele, Lea, Flood: "Fast splittable pseudorandom number
-/// generators", OOPSLA 2014), identical to `srb_mix` in `csrc/producers.cu`.
+/// generators", OOPSLA 2014), identical to `srb_mix` in `csrc/testing/producers.cu`.
 pub fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

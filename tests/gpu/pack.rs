@@ -377,7 +377,7 @@ fn launch(
     args: &mut [*mut c_void],
 ) -> Result<()> {
     let k = module.function(name)?;
-    // SAFETY: callers pass arguments matching the kernel's C signature (csrc/producers.cu).
+    // SAFETY: callers pass arguments matching the kernel's C signature (csrc/testing/producers.cu).
     unsafe {
         k.launch(
             stream.cu_stream(),

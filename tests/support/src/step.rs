@@ -7,7 +7,7 @@ use sized_readback::{Column, ColumnReadout, ColumnSchema, ColumnSource, Error, L
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// The count `srbe_step` writes for `key` (csrc/embedding.cu's srbe_count).
+/// The count `srbe_step` writes for `key` (csrc/testing/embedding.cu's srbe_count).
 pub fn step_count(key: u64, cap: u64) -> i64 {
     if key % 997 == 13 {
         cap as i64 + 1
