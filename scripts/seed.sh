@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (README quick start): the seed program's pipeline on this crate (seed/).
-# First checks for an NVIDIA driver and GPU (a few milliseconds); without one it says so and
+# First checks for an NVIDIA driver (libcuda.so.1, a few milliseconds); without one it says so and
 # stops before building anything (`--build-only` builds anyway). Then it runs the seed, which
 # builds the library and the seed's two dependencies only (not the dev-dependencies of the
 # tests and benchmarks). The build needs Rust alone: the kernels are committed images.
@@ -20,12 +20,12 @@ have_driver() { # libcuda.so.1 where the dynamic loader will find it
 if [ $build_only = 0 ] && ! have_driver; then
   echo "seed: no NVIDIA driver here (libcuda.so.1 not found): the seed runs on a CUDA GPU." >&2
   echo "seed: nothing was built. 'bash scripts/seed.sh --build-only' builds it anyway;" >&2
-  echo "seed: 'bash scripts/test.sh' runs the tests that need no GPU." >&2
+  echo "seed: 'cargo test' runs the tests that need no GPU (GPU tests show as ignored)." >&2
   exit 1
 fi
 if [ $build_only = 1 ]; then
   cargo build --release --locked -p sized-readback-seed
-  echo "seed: built target/release/seed_pipeline"
+  echo "seed: built ${CARGO_TARGET_DIR:-target}/release/seed_pipeline"
   exit 0
 fi
 cargo run --release --locked -p sized-readback-seed -- "$@"

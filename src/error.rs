@@ -104,7 +104,8 @@ pub enum Error {
     /// An append kernel appended more rows than one slot holds. The first `capacity` rows are
     /// in the slot (readable through the ticket), the next `spilled` in the device-side spill
     /// region (fetch them with the ticket), and `dropped` rows beyond the spill were lost:
-    /// grow the readback (or its spill) to at least `count` and run the kernel again.
+    /// create it again with a capacity (or a spill) that holds `count` rows, or grow it where
+    /// the type has `grow`, and run the kernel again.
     #[error(
         "the kernel appended {count} rows: {capacity} are in the slot, {spilled} in the spill \
          region and {dropped} were dropped"
@@ -153,7 +154,8 @@ pub enum Error {
         rows: u64,
     },
     /// A bucket pack found a bucket's count above the capacity of a bucket. Nothing was copied
-    /// and the device data is untouched: grow the readback and read again.
+    /// and the device data is untouched: create the readback again with larger buckets and
+    /// read again (a [`crate::BucketReadback`] does not grow).
     #[error("bucket {bucket} holds {count} rows, more than a bucket's capacity of {capacity}")]
     BucketOverCapacity {
         /// The first such bucket.
@@ -278,7 +280,8 @@ impl Error {
     }
 
     /// The count the error reports, if it carries a non-negative one (a count past the
-    /// capacity or a source, an append overflow): what a caller grows the readback to.
+    /// capacity or a source, an append overflow): past the capacity, what a caller grows the
+    /// readback to; past a source, how many rows the count asked for.
     pub fn count(&self) -> Option<u64> {
         match self {
             Error::CountExceedsCapacity { count, .. }

@@ -30,8 +30,9 @@
 //! device memory and no second kernel.
 //!
 //! The types: [`Readback`] (one column of `T`), [`ColumnReadback`] (several columns that share
-//! one count), [`AppendReadback`] (filled by the user's kernel through the append header),
-//! [`GraphReadback`] (recorded into a CUDA graph and replayed). Every ticket holds its slot, and
+//! one count), [`BucketReadback`] (k buckets of those columns in one slot, each with its own
+//! count, e.g. one per MPI neighbour), [`AppendReadback`] (filled by the user's kernel through
+//! the append header), [`GraphReadback`] (recorded into a CUDA graph and replayed). Every ticket holds its slot, and
 //! every readout borrows its ticket, so no slice outlives the slot it points into.
 //!
 //! # Lifetimes that hold

@@ -160,7 +160,7 @@ typedef struct CUevent_st CUevent_st;
 // The driver API's stream object (`CUstream` and `cudaStream_t` point to it); opaque.
 typedef struct CUstream_st CUstream_st;
 
-// An opaque readback handle, from `srb_create` or `srb_create_append`, freed by
+// An opaque readback handle, from `srb_create`, `srb_create_append` or `srb_create_buckets`, freed by
 // `srb_destroy`.
 typedef struct srb_readback srb_readback;
 

@@ -8,7 +8,7 @@ use srb::{
 };
 use std::sync::{Arc, Mutex};
 
-/// An opaque readback handle, from `srb_create` or `srb_create_append`, freed by
+/// An opaque readback handle, from `srb_create`, `srb_create_append` or `srb_create_buckets`, freed by
 /// `srb_destroy`.
 pub struct srb_readback {
     pub(crate) inner: Inner,
