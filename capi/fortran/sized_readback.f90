@@ -81,7 +81,8 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_ERR_OVERRUN = -12
   !> A slot's trailer did not match: a bug or memory corruption.
   integer(c_int), parameter, public :: SRB_ERR_CORRUPT = -13
-  !> The column arrays given do not match the readback (their number).
+  !> The columns do not match the readback. No srb_ call returns it today (each takes as many
+  !> columns as the readback was created with); kept so that every error kind has its own code.
   integer(c_int), parameter, public :: SRB_ERR_SCHEMA_MISMATCH = -14
   !> A host-sequenced enqueue or append was given a stream that is capturing a CUDA graph.
   integer(c_int), parameter, public :: SRB_ERR_STREAM_CAPTURING = -15

@@ -76,7 +76,9 @@
 // A slot's trailer did not match: a bug or memory corruption.
 #define SRB_ERR_CORRUPT (-13)
 
-// The column arrays given do not match the readback (their number).
+// The columns do not match the readback. The C calls take as many columns as the readback
+// was created with, so no `srb_` call returns it today; the code is kept so that every error
+// kind has its own.
 #define SRB_ERR_SCHEMA_MISMATCH (-14)
 
 // A host-sequenced enqueue or append was given a stream that is capturing a CUDA graph: use a
@@ -441,7 +443,8 @@ int32_t srb_poll(const struct srb_readback *rb, uint64_t seq);
 // no limit), then stores its count in `*count_out` (may be null). Returns `SRB_OK`,
 // `SRB_TIMEOUT` (wait again later) or an error; after `SRB_ERR_COUNT_EXCEEDS_CAPACITY`,
 // `SRB_ERR_COUNT_EXCEEDS_SOURCE` or `SRB_ERR_APPEND_OVERFLOW` the true count is in
-// `*count_out`, after `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
+// `*count_out`, after `SRB_ERR_BUCKET_OVER_CAPACITY` that bucket's count, after
+// `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
 // `srb_release`.
 //
 // # Safety

@@ -42,7 +42,9 @@ pub const SRB_ERR_SLOTS_EXHAUSTED: i32 = -11;
 pub const SRB_ERR_OVERRUN: i32 = -12;
 /// A slot's trailer did not match: a bug or memory corruption.
 pub const SRB_ERR_CORRUPT: i32 = -13;
-/// The column arrays given do not match the readback (their number).
+/// The columns do not match the readback. The C calls take as many columns as the readback
+/// was created with, so no `srb_` call returns it today; the code is kept so that every error
+/// kind has its own.
 pub const SRB_ERR_SCHEMA_MISMATCH: i32 = -14;
 /// A host-sequenced enqueue or append was given a stream that is capturing a CUDA graph: use a
 /// readback created with `SRB_FLAG_GRAPH` for captures.

@@ -28,7 +28,8 @@ pub unsafe extern "C" fn srb_poll(rb: *const srb_readback, seq: u64) -> i32 {
 /// no limit), then stores its count in `*count_out` (may be null). Returns `SRB_OK`,
 /// `SRB_TIMEOUT` (wait again later) or an error; after `SRB_ERR_COUNT_EXCEEDS_CAPACITY`,
 /// `SRB_ERR_COUNT_EXCEEDS_SOURCE` or `SRB_ERR_APPEND_OVERFLOW` the true count is in
-/// `*count_out`, after `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
+/// `*count_out`, after `SRB_ERR_BUCKET_OVER_CAPACITY` that bucket's count, after
+/// `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
 /// `srb_release`.
 ///
 /// # Safety
