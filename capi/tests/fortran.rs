@@ -15,9 +15,10 @@
 //!   which without a driver or GPU must exit 1 with the library's own message (the one
 //!   `srb_create` gives in this process), and with one print the seed's expected output.
 //!
-//! A missing tool skips that part with a printed reason, except under `SRB_CI=1` (CI installs
-//! them), where it fails; under `SRB_CI=1` a missing library is built with cargo (the release
+//! A missing tool skips that test, reported as ignored with the reason, except under
+//! `SRB_CI=1` (CI installs them), where it fails; under `SRB_CI=1` a missing library is built with cargo (the release
 //! build `cargo xtask ci` makes next anyway).
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, CStr};
 use std::io::Write as _;
@@ -36,13 +37,17 @@ fn in_ci() -> bool {
     std::env::var("SRB_CI").is_ok_and(|v| v == "1")
 }
 
-/// Skips the rest of a test (printed to the real stderr, so it shows without --nocapture), or
-/// fails it under SRB_CI=1.
-fn skip(why: &str) {
+/// What a test ends with: completed, or ignored at run time with the reason (a tool or the
+/// library is missing here); a failed assertion panics, which the harness reports as a failure.
+type Outcome = Result<Completion, Failed>;
+
+/// Skips the rest of a test, reported as *ignored* with the reason (never as passed), or fails
+/// it under SRB_CI=1, where every tool is installed.
+fn skip(why: &str) -> Outcome {
     if in_ci() {
-        panic!("SRB_CI=1 and {why}");
+        return Err(Failed::from(format!("SRB_CI=1 and {why}")));
     }
-    let _ = writeln!(std::io::stderr(), "fortran: skipped: {why}");
+    Ok(Completion::ignored_with(format!("skipped: {why}")))
 }
 
 /// A fresh scratch directory for one test.
@@ -189,8 +194,7 @@ fn module_publics(code: &str) -> BTreeSet<String> {
     names
 }
 
-#[test]
-fn fortran_module_binds_every_c_function() {
+fn fortran_module_binds_every_c_function() -> Outcome {
     let functions = header_functions();
     assert!(
         functions.len() >= 23
@@ -222,10 +226,10 @@ fn fortran_module_binds_every_c_function() {
         );
         assert!(publics.contains(f), "{f} is not public in the module");
     }
+    Ok(Completion::Completed)
 }
 
-#[test]
-fn fortran_module_has_every_c_constant() {
+fn fortran_module_has_every_c_constant() -> Outcome {
     let constants = header_constants();
     assert!(
         constants.len() >= 30,
@@ -266,6 +270,7 @@ fn fortran_module_has_every_c_constant() {
         found, constants,
         "the module's SRB_ parameters (left) differ from the header's constants (right)"
     );
+    Ok(Completion::Completed)
 }
 
 /// `srb_append_desc`'s fields in `sized_readback/slot.h`: (name, bytes per element, elements).
@@ -357,8 +362,7 @@ fn c_layout(fields: &[(String, usize, usize)]) -> (Vec<usize>, usize) {
     (offsets, off.next_multiple_of(align))
 }
 
-#[test]
-fn fortran_append_desc_matches_slot_h() {
+fn fortran_append_desc_matches_slot_h() -> Outcome {
     let c = c_append_desc();
     let f = fortran_append_desc();
     assert_eq!(
@@ -371,6 +375,7 @@ fn fortran_append_desc_matches_slot_h() {
         std::mem::size_of::<srb::AppendDesc>(),
         "slot.h's srb_append_desc as this test lays it out differs from the library's"
     );
+    Ok(Completion::Completed)
 }
 
 // ---- compiled checks ----------------------------------------------------------------------
@@ -392,8 +397,7 @@ fn compile_module(fc: &str, dir: &Path) {
     }
 }
 
-#[test]
-fn fortran_sources_compile_with_werror() {
+fn fortran_sources_compile_with_werror() -> Outcome {
     let Some(fc) = gfortran() else {
         return skip("no gfortran (apt-get install gfortran, or set FC)");
     };
@@ -408,10 +412,10 @@ fn fortran_sources_compile_with_werror() {
         .arg(root().join("examples/seed_fortran.f90"))
         .arg("-o")
         .arg(dir.join("seed_fortran.o")));
+    Ok(Completion::Completed)
 }
 
-#[test]
-fn fortran_append_desc_has_the_c_layout() {
+fn fortran_append_desc_has_the_c_layout() -> Outcome {
     let Some(fc) = gfortran() else {
         return skip("no gfortran (apt-get install gfortran, or set FC)");
     };
@@ -448,6 +452,7 @@ fn fortran_append_desc_has_the_c_layout() {
         got, want,
         "Fortran's srb_append_desc layout (size, offsets) differs from C's"
     );
+    Ok(Completion::Completed)
 }
 
 extern "C" {
@@ -465,8 +470,7 @@ fn c_g(x: f64) -> String {
         .into_owned()
 }
 
-#[test]
-fn fortran_formatter_prints_like_cout() {
+fn fortran_formatter_prints_like_cout() -> Outcome {
     let Some(fc) = gfortran() else {
         return skip("no gfortran (apt-get install gfortran, or set FC)");
     };
@@ -557,6 +561,7 @@ fn fortran_formatter_prints_like_cout() {
     for (v, g) in values.iter().zip(got) {
         assert_eq!(g, c_g(*v), "cout_double({v:e}) (bits {:#x})", v.to_bits());
     }
+    Ok(Completion::Completed)
 }
 
 // ---- the seed's Fortran port, built and run -------------------------------------------------
@@ -629,8 +634,7 @@ fn last_error() -> String {
         .into_owned()
 }
 
-#[test]
-fn fortran_module_calls_the_library() {
+fn fortran_module_calls_the_library() -> Outcome {
     let Some(fc) = gfortran() else {
         return skip("no gfortran (apt-get install gfortran, or set FC)");
     };
@@ -673,6 +677,7 @@ fn fortran_module_calls_the_library() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
     assert_eq!(out.status.code(), Some(1), "srb_check stops with status 1");
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), release);
+    Ok(Completion::Completed)
 }
 
 /// What `srb_create` says in this process for the seed's readback: `None` if it succeeds (a
@@ -695,8 +700,7 @@ fn seed_create_error() -> Option<String> {
     Some(format!("srb_create failed ({code}): {msg}"))
 }
 
-#[test]
-fn fortran_seed_builds_and_runs() {
+fn fortran_seed_builds_and_runs() -> Outcome {
     let Some(fc) = gfortran() else {
         return skip(
             "no gfortran (apt-get install gfortran, or set FC): the Fortran seed is not built",
@@ -768,4 +772,27 @@ fn fortran_seed_builds_and_runs() {
             );
         }
     }
+    Ok(Completion::Completed)
+}
+
+/// Each test under its function's name (libtest-mimic, so that a skip shows as ignored).
+macro_rules! trials {
+    ($($name:ident),* $(,)?) => {
+        vec![$(Trial::ignorable_test(stringify!($name), $name)),*]
+    };
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let trials = trials![
+        fortran_module_binds_every_c_function,
+        fortran_module_has_every_c_constant,
+        fortran_append_desc_matches_slot_h,
+        fortran_sources_compile_with_werror,
+        fortran_append_desc_has_the_c_layout,
+        fortran_formatter_prints_like_cout,
+        fortran_module_calls_the_library,
+        fortran_seed_builds_and_runs,
+    ];
+    libtest_mimic::run(&args, trials).exit();
 }
