@@ -6,12 +6,11 @@ use anyhow::{bail, ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use sized_readback::testing::pattern;
 use sized_readback::testing::Kernels as Module;
-use sized_readback::LaunchShape;
 use sized_readback::{CountType, Element, Error, Readback, ReadbackConfig, Transport, WaitMode};
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 use test_support::check::{as_bytes, expect_err};
+use test_support::producers::{busy_then_count, launch};
 use test_support::{SubjectContext, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
@@ -369,29 +368,6 @@ fn bad_raw_pointers() -> Result<()> {
     Ok(())
 }
 
-fn launch(
-    module: &Module,
-    name: &str,
-    stream: &CudaStream,
-    grid: u32,
-    args: &mut [*mut c_void],
-) -> Result<()> {
-    let k = module.function(name)?;
-    // SAFETY: callers pass arguments matching the kernel's C signature (csrc/testing/producers.cu).
-    unsafe {
-        k.launch(
-            stream.cu_stream(),
-            LaunchShape {
-                grid,
-                block: 256,
-                programmatic: false,
-            },
-            args,
-        )?
-    };
-    Ok(())
-}
-
 /// `srb_produce_f64(data, count, n, cycle)`: n doubles `i + 0.5 * cycle`, then the count.
 fn produce_f64(
     module: &Module,
@@ -407,6 +383,7 @@ fn produce_f64(
         "srb_produce_f64",
         stream,
         grid,
+        256,
         &mut [
             (&mut data as *mut u64).cast(),
             (&mut count as *mut u64).cast(),
@@ -479,21 +456,6 @@ fn slots_exhausted_then_reused() -> Result<()> {
     Ok(())
 }
 
-fn busy_producer(module: &Module, stream: &CudaStream, cnt: u64, n: i32, ns: u64) -> Result<()> {
-    let (mut c, mut nn, mut t) = (cnt, n, ns);
-    launch(
-        module,
-        "srb_busy_then_count",
-        stream,
-        1,
-        &mut [
-            (&mut c as *mut u64).cast(),
-            (&mut nn as *mut i32).cast(),
-            (&mut t as *mut u64).cast(),
-        ],
-    )
-}
-
 fn polling_and_timeouts() -> Result<()> {
     let ctx = ctx();
     let module = Module::load(&ctx)?;
@@ -513,7 +475,7 @@ fn polling_and_timeouts() -> Result<()> {
             .wait(w)
             .programmatic_launch(pdl);
         let rb = Readback::<i32>::with_config(&ctx, config)?;
-        busy_producer(&module, &stream, c, 21, 200_000_000)?; // 200 ms
+        busy_then_count(&module, &stream, c, 21, 200_000_000)?; // 200 ms
         let t0 = std::time::Instant::now();
         let tk = rb.enqueue(&stream, &data, &cnt)?;
         let enqueue = t0.elapsed();
@@ -544,7 +506,7 @@ fn drop_everything_in_flight() -> Result<()> {
     for t in TRANSPORTS {
         let rb =
             Readback::<u8>::with_config(&ctx, ReadbackConfig::new(1 << 16).transport(t).slots(3))?;
-        busy_producer(&module, &stream, c, 1 << 16, 50_000_000)?;
+        busy_then_count(&module, &stream, c, 1 << 16, 50_000_000)?;
         let t1 = rb.enqueue(&stream, &data, &cnt)?;
         let t2 = rb.enqueue(&stream, &data, &cnt)?;
         drop(t1);

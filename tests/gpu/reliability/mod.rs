@@ -13,10 +13,11 @@
 use anyhow::{ensure, Result};
 use cudarc::driver::{CudaContext, CudaStream};
 use sized_readback::testing::Kernels as Module;
-use sized_readback::{Error, LaunchShape};
-use std::ffi::c_void;
+use sized_readback::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+pub(crate) use test_support::producers::busy_then_count as busy;
+use test_support::producers::launch;
 use test_support::{soak, SubjectContext};
 
 pub mod bad_input;
@@ -49,51 +50,6 @@ pub fn tally() -> Option<String> {
     })
 }
 
-pub(crate) fn launch(
-    module: &Module,
-    name: &str,
-    stream: &CudaStream,
-    grid: u32,
-    args: &mut [*mut c_void],
-) -> Result<()> {
-    let k = module.function(name)?;
-    // SAFETY: callers pass arguments matching the kernel's C signature (csrc/testing/producers.cu).
-    unsafe {
-        k.launch(
-            stream.cu_stream(),
-            LaunchShape {
-                grid,
-                block: 32,
-                programmatic: false,
-            },
-            args,
-        )?
-    };
-    Ok(())
-}
-
-/// `srb_busy_then_count`: one thread busy for `ns`, then `*count = n`.
-pub(crate) fn busy(
-    module: &Module,
-    stream: &CudaStream,
-    count: u64,
-    n: i32,
-    ns: u64,
-) -> Result<()> {
-    let (mut c, mut nn, mut t) = (count, n, ns);
-    launch(
-        module,
-        "srb_busy_then_count",
-        stream,
-        1,
-        &mut [
-            (&mut c as *mut u64).cast(),
-            (&mut nn as *mut i32).cast(),
-            (&mut t as *mut u64).cast(),
-        ],
-    )
-}
-
 /// `srb_fault`: a store to address 0x8 (illegal address).
 pub(crate) fn fault(module: &Module, stream: &CudaStream) -> Result<()> {
     let mut off = 0u64;
@@ -102,6 +58,7 @@ pub(crate) fn fault(module: &Module, stream: &CudaStream) -> Result<()> {
         "srb_fault",
         stream,
         1,
+        32,
         &mut [(&mut off as *mut u64).cast()],
     )
 }

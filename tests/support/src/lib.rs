@@ -15,6 +15,7 @@ pub mod check;
 pub mod child;
 pub mod device;
 pub mod harness;
+pub mod producers;
 pub mod soak;
 pub mod source_root;
 pub mod step;
