@@ -3,7 +3,7 @@
 use crate::errors::IntoPy;
 use crate::py_util::info_dict;
 use crate::readback::{
-    check_capacity, check_settings, describe_columns, open, transport_name, Ticket,
+    check_capacity, check_settings, describe_columns, open, transport_name, Keep, Ticket,
 };
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{handle_of, CtxGuard, Shared};
@@ -205,9 +205,11 @@ impl PendingAppend {
         })?;
         let _restore = CtxGuard::save();
         let t = p.launched().py_err(py)?;
+        let mut keep = Keep::default();
+        keep.push(self.stream.clone_ref(py));
         Ok(Ticket::append(
             t,
-            vec![self.stream.clone_ref(py)],
+            keep,
             self.shared.clone(),
             self.specs.clone(),
             self.columns,

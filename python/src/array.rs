@@ -1,7 +1,8 @@
 //! Reading a device array from Python: PyTorch tensors directly (their own accessors, the
 //! fast path), anything else through `__dlpack__` or `__cuda_array_interface__` (v3).
 use crate::dlpack::{self, DL_CUDA};
-use crate::py_util::{owner_of, torch, Owner};
+use crate::py_util::{torch, type_facts, Proto};
+use crate::readback::Keep;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -94,32 +95,55 @@ fn foreign(py: Python<'_>, what: &str, on: i64, device: i32) -> PyErr {
 /// Reads `obj` as a device array of `device` whose work the readback will run after on
 /// `stream`. Whatever must stay alive while the readback reads it is pushed onto `keep` (the
 /// object itself, and a DLPack capsule).
+///
+/// Which protocol to read is decided once per type ([`type_facts`]); what the protocol says
+/// (pointer, shape, dtype, device, contiguity, stream) is read and checked on every call,
+/// since any of it may change between calls for the same object.
 pub(crate) fn acquire(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     stream: usize,
     device: i32,
     what: &str,
-    keep: &mut Vec<Py<PyAny>>,
+    keep: &mut Keep,
 ) -> PyResult<DeviceArray> {
-    if owner_of(obj) == Owner::Torch {
-        let t = torch(py)?;
-        if obj.is_instance(t.tensor.bind(py))? {
+    let facts = type_facts(obj);
+    match facts.proto {
+        Proto::TorchTensor => {
             if let Some(a) = torch_tensor(py, obj, device, what)? {
                 keep.push(obj.clone().unbind());
                 return Ok(a);
             }
+            if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+                let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+                keep.push(obj.clone().unbind());
+                return Ok(a);
+            }
         }
-    }
-    if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
-        let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
-        keep.push(obj.clone().unbind());
-        return Ok(a);
-    }
-    if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
-        let a = from_cai(py, &cai, what)?;
-        keep.push(obj.clone().unbind());
-        return Ok(a);
+        Proto::DLPack => {
+            let dev = obj.getattr(intern!(py, "__dlpack_device__"))?;
+            let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
+        }
+        Proto::Cai => {
+            let cai = obj.getattr(intern!(py, "__cuda_array_interface__"))?;
+            let a = from_cai(py, &cai, what)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
+        }
+        Proto::Probe => {
+            if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+                let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+                keep.push(obj.clone().unbind());
+                return Ok(a);
+            }
+            if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+                let a = from_cai(py, &cai, what)?;
+                keep.push(obj.clone().unbind());
+                return Ok(a);
+            }
+        }
     }
     Err(PyTypeError::new_err(format!(
         "{what} must be a CUDA device array (an object with __dlpack__ or \
@@ -130,6 +154,22 @@ pub(crate) fn acquire(
             .map(|n| n.to_string())
             .unwrap_or_default()
     )))
+}
+
+/// Whether `obj` is read through its CUDA Array Interface (so its `stream` entry may choose
+/// the enqueue stream, read in the same pass).
+pub(crate) fn reads_cai(py: Python<'_>, obj: &Bound<'_, PyAny>) -> bool {
+    match type_facts(obj).proto {
+        Proto::Cai => true,
+        Proto::Probe => {
+            !obj.hasattr(intern!(py, "__dlpack_device__"))
+                .unwrap_or(false)
+                && obj
+                    .hasattr(intern!(py, "__cuda_array_interface__"))
+                    .unwrap_or(false)
+        }
+        _ => false,
+    }
 }
 
 /// A torch.Tensor through its own accessors; `None` for a dtype this does not know (the
@@ -146,13 +186,14 @@ fn torch_tensor(
         return Ok(None);
     };
     let (kind, itemsize): (u8, usize) = kind.extract()?;
-    if !obj.getattr(intern!(py, "is_cuda"))?.extract::<bool>()? {
+    // One call for both facts: -1 for a tensor that is not on a CUDA device.
+    let on: i64 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
+    if on < 0 || !obj.getattr(intern!(py, "is_cuda"))?.extract::<bool>()? {
         return Err(PyValueError::new_err(format!(
             "{what} is a torch tensor on {}, not on a CUDA device",
             obj.getattr(intern!(py, "device"))?.str()?
         )));
     }
-    let on: i64 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
     if on != device as i64 {
         return Err(foreign(py, what, on, device));
     }
@@ -182,7 +223,7 @@ fn from_dlpack(
     stream: usize,
     device: i32,
     what: &str,
-    keep: &mut Vec<Py<PyAny>>,
+    keep: &mut Keep,
 ) -> PyResult<DeviceArray> {
     let (dt, id): (i32, i64) = dev.call0()?.extract()?;
     if dt != DL_CUDA {
@@ -264,7 +305,11 @@ fn parse_typestr(t: &str, what: &str) -> PyResult<(u8, usize)> {
     Ok((kind, size))
 }
 
-fn from_cai<'py>(py: Python<'py>, cai: &Bound<'py, PyAny>, what: &str) -> PyResult<DeviceArray> {
+pub(crate) fn from_cai<'py>(
+    py: Python<'py>,
+    cai: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<DeviceArray> {
     let d = cai.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!("{what}.__cuda_array_interface__ is not a dict"))
     })?;
@@ -324,13 +369,4 @@ fn from_cai<'py>(py: Python<'py>, cai: &Bound<'py, PyAny>, what: &str) -> PyResu
         itemsize,
         after,
     })
-}
-
-/// The stream a CUDA Array Interface object asks its consumer to order after, if any (for
-/// choosing the enqueue stream when none was given).
-pub(crate) fn cai_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> Option<usize> {
-    let cai = obj.getattr(intern!(py, "__cuda_array_interface__")).ok()?;
-    let s = cai.cast::<PyDict>().ok()?.get_item("stream").ok()??;
-    let s: i64 = s.extract().ok()?;
-    (s > 0).then_some(if s == 1 { 0 } else { s as usize })
 }

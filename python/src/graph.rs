@@ -161,7 +161,7 @@ impl GraphReadback {
         self.keep
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .extend(inp.keep);
+            .extend(inp.keep.into_vec());
         Ok(())
     }
 

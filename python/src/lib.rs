@@ -8,6 +8,7 @@ mod array;
 mod dlpack;
 mod errors;
 mod graph;
+mod npy;
 mod py_util;
 mod readback;
 mod readout;

@@ -1,14 +1,15 @@
 //! `Readback` and its `Ticket`: the host-sequenced readback of one or several columns.
-use crate::array::{acquire, After, DeviceArray};
+use crate::array::{acquire, from_cai, reads_cai, After, DeviceArray};
 use crate::errors::{make, IntoPy};
 use crate::py_util::{info_dict, torch_current_stream};
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{resolve, CtxGuard, Shared};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use srb::cudarc::driver::sys::{CUevent, CUstream};
+use srb::cudarc::driver::sys::CUstream;
 use srb::{
     ColumnReadback, ColumnReadout, ColumnSchema, ColumnSource, CountKind, RawCount, ReadbackConfig,
     Transport,
@@ -19,6 +20,44 @@ use std::time::{Duration, Instant};
 
 /// Longest stretch a wait spends without the GIL before it checks for signals (Ctrl-C).
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// What a readback reads, kept alive until it is known complete: the arrays, a DLPack
+/// capsule, the stream object. The common enqueue (data, count, maybe a capsule or a stream)
+/// fits inline, so a ticket allocates nothing for it.
+#[derive(Default)]
+pub(crate) struct Keep {
+    inline: [Option<Py<PyAny>>; 4],
+    more: Vec<Py<PyAny>>,
+}
+
+impl Keep {
+    pub(crate) fn push(&mut self, o: Py<PyAny>) {
+        match self.inline.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => *slot = Some(o),
+            None => self.more.push(o),
+        }
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.inline.iter().filter(|s| s.is_some()).count() + self.more.len()
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inline[0].is_none() && self.more.is_empty()
+    }
+    pub(crate) fn clear(&mut self) {
+        *self = Keep::default();
+    }
+    pub(crate) fn into_vec(self) -> Vec<Py<PyAny>> {
+        self.inline.into_iter().flatten().chain(self.more).collect()
+    }
+}
+
+impl Extend<Py<PyAny>> for Keep {
+    fn extend<I: IntoIterator<Item = Py<PyAny>>>(&mut self, it: I) {
+        for o in it {
+            self.push(o);
+        }
+    }
+}
 
 /// Checks the settings every readback kind shares, before any driver call.
 pub(crate) fn check_settings(
@@ -160,7 +199,7 @@ pub(crate) struct Inputs {
     pub(crate) stream: usize,
     pub(crate) sources: Vec<ColumnSource>,
     pub(crate) count: RawCount,
-    pub(crate) keep: Vec<Py<PyAny>>,
+    pub(crate) keep: Keep,
     pub(crate) afters: Vec<After>,
     /// PyTorch's current stream, when the enqueue stream was resolved to it.
     pub(crate) torch_current: Option<usize>,
@@ -177,19 +216,42 @@ pub(crate) fn parse_inputs(
     stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Inputs> {
     let objs = column_objects(data, specs, columns)?;
-    let resolved = resolve(py, stream, objs.first(), device)?;
+    let what = |i: usize, spec: &ColSpec| {
+        if columns {
+            format!("data for {}", spec.label(i))
+        } else {
+            "the data".to_string()
+        }
+    };
+    // With no stream given, a CUDA Array Interface object's own `stream` entry chooses the
+    // enqueue stream: its interface is read once, here, and serves for both.
+    let mut first_cai = None;
+    if stream.is_none_or(|s| s.is_none()) {
+        if let Some(o) = objs.first().filter(|o| reads_cai(py, o)) {
+            let cai = o.getattr(intern!(py, "__cuda_array_interface__"))?;
+            first_cai = Some(from_cai(py, &cai, &what(0, &specs[0]))?);
+        }
+    }
+    let cai_stream = first_cai.as_ref().map(|a| match a.after {
+        After::Stream(1) | After::Nothing => 0,
+        After::Stream(s) => s,
+        After::TorchCurrent(_) => 0,
+    });
+    let resolved = resolve(py, stream, objs.first(), device, cai_stream)?;
     let s = resolved.handle;
-    let mut keep = Vec::with_capacity(2 * objs.len() + 3);
+    let mut keep = Keep::default();
     keep.extend(resolved.keep);
     let mut sources = Vec::with_capacity(objs.len());
     let mut afters = Vec::with_capacity(objs.len() + 1);
     for (i, (o, spec)) in objs.iter().zip(specs).enumerate() {
-        let what = if columns {
-            format!("data for {}", spec.label(i))
-        } else {
-            "the data".to_string()
+        let what = what(i, spec);
+        let a = match first_cai.take().filter(|_| i == 0) {
+            Some(a) => {
+                keep.push(o.clone().unbind());
+                a
+            }
+            None => acquire(py, o, s, device, &what, &mut keep)?,
         };
-        let a = acquire(py, o, s, device, &what, &mut keep)?;
         let rows = spec.rows_of(py, &a, &what)?;
         afters.push(a.after);
         sources.push(ColumnSource {
@@ -263,6 +325,47 @@ pub struct Readback {
     columns: bool,
 }
 
+impl Readback {
+    /// The core's enqueue and the ticket. An enqueue that finds every slot held while dropped
+    /// tickets still hold some waits for the oldest of those to complete, then tries again.
+    ///
+    /// # Safety
+    /// As [`ColumnReadback::enqueue_raw_stream`]; the context is bound.
+    unsafe fn pack(
+        &self,
+        py: Python<'_>,
+        stream: usize,
+        sources: &[ColumnSource],
+        count: RawCount,
+        keep: Keep,
+    ) -> PyResult<Ticket> {
+        loop {
+            // SAFETY: per this function's contract.
+            let r = unsafe {
+                self.rb
+                    .enqueue_raw_stream(stream as CUstream, None, sources, count)
+            };
+            match r {
+                Ok(ticket) => {
+                    return Ok(Ticket {
+                        seq: ticket.seq(),
+                        core: Some(Core::Pack(ticket)),
+                        keep,
+                        shared: self.shared.clone(),
+                        specs: self.specs.clone(),
+                        columns: self.columns,
+                        state: State::Pending,
+                    })
+                }
+                Err(srb::Error::SlotsExhausted { .. }) if self.shared.free_oldest(py) => {
+                    self.shared.bind(py)?;
+                }
+                Err(e) => return Err(crate::errors::to_py(py, e)),
+            }
+        }
+    }
+}
+
 #[pymethods]
 impl Readback {
     #[new]
@@ -318,23 +421,65 @@ impl Readback {
         // by the core); the enqueue stream waits for their producers (order_after, or the
         // producer's own __dlpack__(stream=)); `keep` holds them (and the stream object) until
         // the readback is known complete.
-        let ticket = unsafe {
-            self.rb
-                .enqueue_raw_stream(inp.stream as CUstream, None, &inp.sources, inp.count)
+        unsafe { self.pack(py, inp.stream, &inp.sources, inp.count, inp.keep) }
+    }
+
+    /// The enqueue on pre-read addresses, for measuring the binding's own cost and for callers
+    /// that hold raw handles: `ptrs[i]` the device address of column `i`'s first row,
+    /// `rows[i]` its rows, `count_ptr` the count's device address (`count_kind` one of
+    /// `"int32"`, `"int64"`, `"uint32"`, `"uint64"`), `stream` a `cudaStream_t` as an int (0:
+    /// the legacy default stream). Nothing is kept alive and no producer stream is waited
+    /// for: the caller keeps the memory allocated and unwritten until the readback completes,
+    /// and enqueues on the producer's stream. The core still checks every address and the
+    /// stream's context.
+    #[pyo3(signature = (ptrs, rows, count_ptr, count_kind="int32", stream=0))]
+    fn _enqueue_raw(
+        &self,
+        py: Python<'_>,
+        ptrs: Vec<u64>,
+        rows: Vec<usize>,
+        count_ptr: u64,
+        count_kind: &str,
+        stream: usize,
+    ) -> PyResult<Ticket> {
+        if ptrs.len() != rows.len() || ptrs.len() != self.specs.len() {
+            return Err(PyValueError::new_err(format!(
+                "one address and one row count per column ({} columns), not {} and {}",
+                self.specs.len(),
+                ptrs.len(),
+                rows.len()
+            )));
         }
-        .py_err(py)?;
-        // SAFETY: the stream is live (it just took the pack).
-        let done = unsafe { self.shared.record(py, inp.stream) }?;
-        Ok(Ticket {
-            seq: ticket.seq(),
-            core: Some(Core::Pack(ticket)),
-            keep: inp.keep,
-            done: Some(done),
-            shared: self.shared.clone(),
-            specs: self.specs.clone(),
-            columns: self.columns,
-            state: State::Pending,
-        })
+        let kind = match count_kind {
+            "int32" => CountKind::I32,
+            "int64" => CountKind::I64,
+            "uint32" => CountKind::U32,
+            "uint64" => CountKind::U64,
+            k => {
+                return Err(PyValueError::new_err(format!(
+                    "count_kind must be int32, int64, uint32 or uint64, not {k:?}"
+                )))
+            }
+        };
+        let sources: Vec<ColumnSource> = ptrs
+            .iter()
+            .zip(&rows)
+            .map(|(&ptr, &len)| ColumnSource { ptr, len })
+            .collect();
+        let _restore = CtxGuard::save();
+        self.shared.sweep();
+        self.shared.bind(py)?;
+        // SAFETY: the caller's contract above (documented as such); the core checks that
+        // every address is device memory of this context and the stream belongs to it.
+        unsafe {
+            self.pack(
+                py,
+                stream,
+                &sources,
+                RawCount::new(count_ptr, kind),
+                Keep::default(),
+            )
+        }
     }
 
     /// Replaces the slots with ones of `capacity` rows (after a `CountExceedsCapacityError`:
@@ -446,13 +591,13 @@ pub(crate) enum Core {
 }
 
 impl Core {
-    fn wait_timeout(&self, t: Duration) -> srb::Result<ColumnReadout<'_>> {
+    pub(crate) fn wait_timeout(&self, t: Duration) -> srb::Result<ColumnReadout<'_>> {
         match self {
             Core::Pack(c) => c.wait_timeout(t),
             Core::Append(c) => c.wait_timeout(t),
         }
     }
-    fn try_wait(&self) -> srb::Result<Option<ColumnReadout<'_>>> {
+    pub(crate) fn try_wait(&self) -> srb::Result<Option<ColumnReadout<'_>>> {
         match self {
             Core::Pack(c) => c.try_wait(),
             Core::Append(c) => c.try_wait(),
@@ -484,25 +629,17 @@ pub struct Ticket {
     seq: u64,
     core: Option<Core>,
     /// What the readback reads, kept alive until it is known complete.
-    keep: Vec<Py<PyAny>>,
-    /// Completes with the readback (host-sequenced packs; None for appends).
-    done: Option<CUevent>,
+    keep: Keep,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
     state: State,
 }
 
-// SAFETY: the CUevent is used only through `shared` (under its mutex) or its drop; the rest is
-// Send + Sync.
-unsafe impl Send for Ticket {}
-// SAFETY: as above.
-unsafe impl Sync for Ticket {}
-
 impl Ticket {
     pub(crate) fn append(
         ticket: srb::AppendTicket,
-        keep: Vec<Py<PyAny>>,
+        keep: Keep,
         shared: Arc<Shared>,
         specs: Arc<Vec<ColSpec>>,
         columns: bool,
@@ -511,7 +648,6 @@ impl Ticket {
             seq: ticket.seq(),
             core: Some(Core::Append(ticket)),
             keep,
-            done: None,
             shared,
             specs,
             columns,
@@ -522,9 +658,6 @@ impl Ticket {
     /// The readback is complete: let go of what it read.
     fn finished(&mut self) {
         self.keep.clear();
-        if let Some(e) = self.done.take() {
-            self.shared.give_back(e);
-        }
     }
 
     /// The readout of a complete readback (`count`, `seq`, its columns' addresses): the
@@ -594,6 +727,18 @@ impl Ticket {
         let deadline = deadline(timeout)?;
         let _restore = CtxGuard::save();
         let n = self.specs.len();
+        // Often complete already (the pack is short): then no GIL release, no clock.
+        let ready = {
+            let core = self.core.as_ref().expect("pending tickets hold their core");
+            match core.try_wait() {
+                Ok(None) => None,
+                Ok(Some(r)) => Some(outcome(Ok(r), n)),
+                Err(e) => Some(Err(e)),
+            }
+        };
+        if let Some(o) = ready {
+            return self.settle(py, o);
+        }
         let start = Instant::now();
         loop {
             let slice = match deadline {
@@ -679,29 +824,23 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        let keep = std::mem::take(&mut self.keep);
         let Some(core) = self.core.take() else {
-            drop(std::mem::take(&mut self.keep));
-            if let Some(e) = self.done.take() {
-                self.shared.give_back(e);
-            }
+            drop(keep);
             return;
         };
         let _restore = CtxGuard::save();
-        let complete = self.keep.is_empty() || !matches!(core.try_wait(), Ok(None));
-        // The slot is released now; the core orders its next use after this readback.
-        drop(core);
-        let keep = std::mem::take(&mut self.keep);
-        match (complete, self.done.take()) {
-            (true, e) => {
-                if let Some(e) = e {
-                    self.shared.give_back(e);
-                }
-                drop(keep);
-            }
-            // Still in flight: its arrays stay alive until the event says it is done (the slot
-            // itself is released now; the core orders its next use after this readback).
-            (false, Some(e)) => self.shared.defer(e, keep),
-            (false, None) => drop(keep),
+        // Still in flight and reading Python-owned memory: the slot and the arrays stay held
+        // until it completes (the next enqueue polls for that). An append reads no array
+        // (`keep` holds its stream object only).
+        let in_flight = !keep.is_empty()
+            && matches!(core, Core::Pack(_))
+            && matches!(core.try_wait(), Ok(None));
+        if in_flight {
+            self.shared.defer(core, keep);
+        } else {
+            drop(core);
+            drop(keep);
         }
     }
 }

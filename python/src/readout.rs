@@ -135,9 +135,54 @@ impl Readout {
         s
     }
 
-    /// A read-only numpy view of column `i`, holding the slot.
+    /// A read-only numpy view of column `i`, holding the slot: made through numpy's C API
+    /// from the column's cached dtype (no `__array_interface__` dict for numpy to parse), or
+    /// through `numpy.asarray` where that API is unavailable.
     fn view<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         let held = self.hold()?;
+        let spec = &self.specs[i];
+        let mut shape = [0isize; 1 + crate::spec::MAX_ROW_DIMS];
+        let dims = 1 + spec.row_shape.len();
+        if dims > shape.len() {
+            return self.view_by_interface(py, i, held);
+        }
+        shape[0] = self.count as isize;
+        for (d, &r) in shape[1..dims].iter_mut().zip(&spec.row_shape) {
+            *d = r as isize;
+        }
+        let base = Bound::new(
+            py,
+            SlotView {
+                _held: held.clone(),
+                iface: None,
+            },
+        )?;
+        // SAFETY: the column's `count` rows of `spec.base` elements (row shape included) lie
+        // in the held slot at this address (the core's readout), aligned for the element, and
+        // the slot is neither written nor reused while `base` (the view's base object, which
+        // holds the slot) lives.
+        let made = unsafe {
+            crate::npy::view(
+                py,
+                spec.base.bind(py),
+                &shape[..dims],
+                self.cols[i].ptr as *mut std::ffi::c_void,
+                base.into_any(),
+            )
+        }?;
+        match made {
+            Some(a) => Ok(a),
+            None => self.view_by_interface(py, i, held),
+        }
+    }
+
+    /// The view through `numpy.asarray` over an `__array_interface__`.
+    fn view_by_interface<'py>(
+        &self,
+        py: Python<'py>,
+        i: usize,
+        held: Arc<HeldSlot>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let spec = &self.specs[i];
         let iface = PyDict::new(py);
         iface.set_item(intern!(py, "shape"), PyTuple::new(py, self.shape(spec))?)?;
@@ -152,7 +197,7 @@ impl Readout {
             py,
             SlotView {
                 _held: held,
-                iface: iface.unbind(),
+                iface: Some(iface.unbind()),
             },
         )?;
         let a = asarray(py)?.call1((hold,))?;
@@ -352,18 +397,20 @@ impl Readout {
 }
 
 /// The owner of one numpy view's memory: holds the slot while the view (and every array
-/// derived from it) lives. numpy reads `__array_interface__` once and keeps this as the
-/// array's base.
+/// derived from it) lives, as the view's `base`.
 #[pyclass(module = "sized_readback._native", frozen)]
 pub struct SlotView {
     _held: Arc<HeldSlot>,
-    iface: Py<PyDict>,
+    /// For views made through `numpy.asarray` (numpy's C API unavailable).
+    iface: Option<Py<PyDict>>,
 }
 
 #[pymethods]
 impl SlotView {
     #[getter]
-    fn __array_interface__(&self, py: Python<'_>) -> Py<PyDict> {
-        self.iface.clone_ref(py)
+    fn __array_interface__(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        self.iface.as_ref().map(|d| d.clone_ref(py)).ok_or_else(|| {
+            pyo3::exceptions::PyAttributeError::new_err("this view was made through numpy's C API")
+        })
     }
 }

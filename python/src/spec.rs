@@ -8,6 +8,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+/// Most dimensions of one row (numpy allows 32 in all before 2.0, the row index included).
+pub(crate) const MAX_ROW_DIMS: usize = 31;
+
 /// One column: its numpy dtype and what the slot and the checks need of it.
 #[derive(Debug)]
 pub(crate) struct ColSpec {

@@ -1,15 +1,20 @@
 //! Streams: the handle of a framework's stream object, the stream an enqueue runs on when none
 //! is given, and the per-readback state that orders an enqueue after other streams and keeps
 //! the arrays of dropped, unfinished tickets alive until their readback completes.
-use crate::array::{cai_stream, same_stream};
+use crate::array::same_stream;
 use crate::errors::to_py;
-use crate::py_util::{cupy_current_stream, owner_of, torch_current_stream, Owner};
+use crate::py_util::{
+    cupy_current_stream, owner_of, torch_current_stream, type_facts, Owner, StreamAccess,
+    STREAM_ATTRS,
+};
+use crate::readback::{Core, Keep};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
 use srb::cudarc::driver::sys::{self, CUevent, CUresult, CUstream};
 use srb::cudarc::driver::CudaContext;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The raw `CUstream` (`cudaStream_t`) of a stream argument: an int handle (0 the legacy
@@ -40,22 +45,24 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
         };
         usize::try_from(h).map_err(|_| PyValueError::new_err(format!("{h} is not a stream handle")))
     };
+    // Which accessor a stream type has is cached per type; the handle itself is read on
+    // every call (an object may be re-pointed, and a freed stream's handle reused).
+    match type_facts(obj).stream {
+        StreamAccess::Int => return as_handle(obj),
+        StreamAccess::Protocol => return protocol(py, obj, &as_handle),
+        StreamAccess::Attr(i) => {
+            return as_handle(&obj.getattr(pyo3::types::PyString::intern(py, STREAM_ATTRS[i]))?)
+        }
+        StreamAccess::Probe => {}
+    }
     if obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
         return as_handle(obj);
     }
-    if let Ok(p) = obj.getattr(intern!(py, "__cuda_stream__")) {
-        let v = if p.is_callable() { p.call0()? } else { p };
-        let (_version, handle): (i64, Bound<'_, PyAny>) = v.extract().map_err(|_| {
-            PyTypeError::new_err("__cuda_stream__ must return a (version, handle) tuple")
-        })?;
-        return as_handle(&handle);
+    if obj.hasattr(intern!(py, "__cuda_stream__"))? {
+        return protocol(py, obj, &as_handle);
     }
-    for attr in [
-        intern!(py, "cuda_stream"),
-        intern!(py, "ptr"),
-        intern!(py, "handle"),
-    ] {
-        if let Ok(v) = obj.getattr(attr) {
+    for attr in STREAM_ATTRS {
+        if let Ok(v) = obj.getattr(pyo3::types::PyString::intern(py, attr)) {
             return as_handle(&v);
         }
     }
@@ -69,6 +76,20 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
     )))
 }
 
+/// `__cuda_stream__`: a `(version, handle)` tuple, or a method returning one.
+fn protocol(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    as_handle: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<usize>,
+) -> PyResult<usize> {
+    let p = obj.getattr(intern!(py, "__cuda_stream__"))?;
+    let v = if p.is_callable() { p.call0()? } else { p };
+    let (_version, handle): (i64, Bound<'_, PyAny>) = v.extract().map_err(|_| {
+        PyTypeError::new_err("__cuda_stream__ must return a (version, handle) tuple")
+    })?;
+    as_handle(&handle)
+}
+
 /// The stream an enqueue runs on, and the object to keep alive with it.
 pub(crate) struct Resolved {
     pub(crate) handle: usize,
@@ -78,13 +99,15 @@ pub(crate) struct Resolved {
 }
 
 /// `stream` as given, or (None) the current stream of the framework that owns `first`:
-/// PyTorch's or CuPy's current stream; for CUDA Array Interface objects the stream they name;
-/// otherwise the legacy default stream.
+/// PyTorch's or CuPy's current stream; for CUDA Array Interface objects the stream they name
+/// (`cai_stream`, read by the caller from the interface it parses anyway); otherwise the
+/// legacy default stream.
 pub(crate) fn resolve(
     py: Python<'_>,
     stream: Option<&Bound<'_, PyAny>>,
     first: Option<&Bound<'_, PyAny>>,
     device: i32,
+    cai_stream: Option<usize>,
 ) -> PyResult<Resolved> {
     if let Some(s) = stream.filter(|s| !s.is_none()) {
         return Ok(Resolved {
@@ -114,18 +137,11 @@ pub(crate) fn resolve(
                 torch_current: false,
             }
         }
-        Owner::Other => {
-            let handle = if first.hasattr(intern!(py, "__dlpack_device__"))? {
-                0
-            } else {
-                cai_stream(py, first).unwrap_or(0)
-            };
-            Resolved {
-                handle,
-                keep: None,
-                torch_current: false,
-            }
-        }
+        Owner::Other => Resolved {
+            handle: cai_stream.unwrap_or(0),
+            keep: None,
+            torch_current: false,
+        },
     })
 }
 
@@ -169,22 +185,26 @@ fn check(py: Python<'_>, status: CUresult, call: &'static str) -> PyResult<()> {
 struct Events {
     /// Joins other streams into an enqueue's stream (record there, wait here).
     order: Option<CUevent>,
-    /// Events free for the next enqueue's completion.
-    free: Vec<CUevent>,
-    /// Dropped, unfinished tickets: their completion event and what they read.
-    deferred: Vec<(CUevent, Vec<Py<PyAny>>)>,
+    /// Dropped, unfinished tickets: their slot (still held) and what they read, oldest first.
+    deferred: Vec<(Core, Keep)>,
 }
 
 /// What every ticket of a readback shares with it: the context, the ordering event, and the
-/// arrays of dropped tickets whose readback may still run.
+/// dropped tickets whose readback may still run.
+///
+/// A dropped ticket whose readback is still in flight keeps its slot and its arrays here until
+/// the readback is seen complete (polled by the next enqueue, at no driver cost in the trailer
+/// wait mode), so no enqueue records an event of its own for that case.
 pub(crate) struct Shared {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) device: i32,
     events: Mutex<Events>,
+    /// Whether `deferred` may be non-empty (read without the lock on every enqueue).
+    any_deferred: AtomicBool,
 }
 
-// SAFETY: the CUevent handles are used only under the mutex, with the context bound; the Py
-// handles are Send + Sync.
+// SAFETY: the CUevent handle is used only under the mutex, with the context bound; the core
+// tickets and Py handles are Send + Sync.
 unsafe impl Send for Shared {}
 // SAFETY: as above.
 unsafe impl Sync for Shared {}
@@ -196,9 +216,9 @@ impl Shared {
             device,
             events: Mutex::new(Events {
                 order: None,
-                free: Vec::new(),
                 deferred: Vec::new(),
             }),
+            any_deferred: AtomicBool::new(false),
         })
     }
 
@@ -269,86 +289,83 @@ impl Shared {
         Ok(())
     }
 
-    /// Records an event on `stream` that completes once the work enqueued on it so far (the
-    /// readback just enqueued) has. The context must be bound.
-    ///
-    /// # Safety
-    /// `stream` is a live stream of this context.
-    pub(crate) unsafe fn record(&self, py: Python<'_>, stream: usize) -> PyResult<CUevent> {
-        let popped = self.lock().free.pop();
-        let e = match popped {
-            Some(e) => e,
-            None => Self::create(py)?,
-        };
-        // SAFETY: per the contract.
-        let status = unsafe { sys::cuEventRecord(e, stream as CUstream) };
-        if let Err(err) = check(py, status, "cuEventRecord") {
-            self.lock().free.push(e);
-            return Err(err);
-        }
-        Ok(e)
+    /// Keeps the slot of a dropped ticket whose readback is in flight, and what it reads,
+    /// until the readback completes.
+    pub(crate) fn defer(&self, core: Core, keep: Keep) {
+        self.lock().deferred.push((core, keep));
+        self.any_deferred.store(true, Ordering::Release);
     }
 
-    /// `event` (from [`Shared::record`]) is no longer needed.
-    pub(crate) fn give_back(&self, event: CUevent) {
-        self.lock().free.push(event);
-    }
-
-    /// Keeps `keep` alive until `event` completes.
-    pub(crate) fn defer(&self, event: CUevent, keep: Vec<Py<PyAny>>) {
-        self.lock().deferred.push((event, keep));
-    }
-
-    /// Lets go of what deferred readbacks that have completed were reading.
+    /// Lets go of the dropped tickets whose readback has completed (their slots and arrays).
     pub(crate) fn sweep(&self) {
+        if !self.any_deferred.load(Ordering::Acquire) {
+            return;
+        }
         let mut released = Vec::new();
         {
             let mut ev = self.lock();
-            if ev.deferred.is_empty() {
-                return;
-            }
             let mut i = 0;
             while i < ev.deferred.len() {
-                let e = ev.deferred[i].0;
-                // SAFETY: a live event of this context.
-                match unsafe { sys::cuEventQuery(e) } {
-                    CUresult::CUDA_ERROR_NOT_READY => i += 1,
-                    status => {
-                        let (e, keep) = ev.deferred.swap_remove(i);
-                        if status == CUresult::CUDA_SUCCESS {
-                            ev.free.push(e);
-                        }
-                        released.push(keep);
-                    }
+                if matches!(ev.deferred[i].0.try_wait(), Ok(None)) {
+                    i += 1;
+                } else {
+                    released.push(ev.deferred.remove(i));
                 }
+            }
+            if ev.deferred.is_empty() {
+                self.any_deferred.store(false, Ordering::Release);
             }
         }
         // Dropped outside the lock: a destructor may run Python code that enqueues.
         drop(released);
+    }
+
+    /// After an enqueue found every slot held: waits (without the GIL) for the oldest dropped
+    /// ticket still in flight and frees its slot. False when no dropped ticket holds a slot
+    /// (the slots are held by live tickets or readouts: nothing to wait for).
+    pub(crate) fn free_oldest(&self, py: Python<'_>) -> bool {
+        let oldest = {
+            let mut ev = self.lock();
+            if ev.deferred.is_empty() {
+                return false;
+            }
+            let o = ev.deferred.remove(0);
+            if ev.deferred.is_empty() {
+                self.any_deferred.store(false, Ordering::Release);
+            }
+            o
+        };
+        let (core, keep) = oldest;
+        // Its errors are its own: the ticket was dropped, no one reads them.
+        py.detach(|| {
+            let _ = core.wait_timeout(std::time::Duration::MAX);
+            drop(core);
+        });
+        drop(keep);
+        true
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
         let _restore = CtxGuard::save();
-        let ctx = self.ctx.cu_ctx();
         let ev = self.events.get_mut().unwrap_or_else(|p| p.into_inner());
+        // Waiting here is the price of dropping a readback whose dropped tickets are still
+        // being read: their arrays must outlive the read.
+        for (core, keep) in ev.deferred.drain(..) {
+            let _ = core.wait_timeout(std::time::Duration::MAX);
+            drop(core);
+            drop(keep);
+        }
+        let ctx = self.ctx.cu_ctx();
         // SAFETY: the context is alive (self.ctx holds it).
         if unsafe { sys::cuCtxSetCurrent(ctx) } != CUresult::CUDA_SUCCESS {
             return;
         }
-        for (e, _) in &ev.deferred {
-            // SAFETY: live events of this context; waiting here is the price of dropping a
-            // readback whose dropped tickets are still being read.
+        if let Some(e) = ev.order.take() {
+            // SAFETY: a live event of this context, no longer used.
             unsafe {
-                let _ = sys::cuEventSynchronize(*e);
-                let _ = sys::cuEventDestroy_v2(*e);
-            }
-        }
-        for e in ev.free.iter().chain(ev.order.iter()) {
-            // SAFETY: live events of this context, no longer used.
-            unsafe {
-                let _ = sys::cuEventDestroy_v2(*e);
+                let _ = sys::cuEventDestroy_v2(e);
             }
         }
     }

@@ -66,7 +66,17 @@ fn _resolve_stream(
     first: Option<&Bound<'_, PyAny>>,
     device: i32,
 ) -> PyResult<usize> {
-    Ok(resolve(py, stream, first, device)?.handle)
+    let cai = match first {
+        Some(f) if stream.is_none_or(|s| s.is_none()) && crate::array::reads_cai(py, f) => {
+            let a = crate::array::from_cai(py, &f.getattr("__cuda_array_interface__")?, "first")?;
+            match a.after {
+                After::Stream(s) if s > 1 => Some(s),
+                _ => Some(0),
+            }
+        }
+        _ => None,
+    };
+    Ok(resolve(py, stream, first, device, cai)?.handle)
 }
 
 /// A readout of the first `count` rows of host numpy arrays (one per column, C-contiguous),
@@ -111,7 +121,43 @@ fn _host_readout(
     ))
 }
 
+/// What the per-type cache holds for `obj`'s type (computing it on first sight):
+/// `(owner, proto, stream_access)`, e.g. `("other", "cai", "probe")`.
+#[pyfunction]
+fn _type_facts(obj: &Bound<'_, PyAny>) -> (String, String, String) {
+    let f = crate::py_util::type_facts(obj);
+    let owner = format!("{:?}", f.owner).to_lowercase();
+    let proto = format!("{:?}", f.proto).to_lowercase();
+    let stream = match f.stream {
+        crate::py_util::StreamAccess::Attr(i) => crate::py_util::STREAM_ATTRS[i].to_string(),
+        s => format!("{s:?}").to_lowercase(),
+    };
+    (owner, proto, stream)
+}
+
+/// Empties the per-type cache; returns how many types it held.
+#[pyfunction]
+fn _clear_type_cache() -> usize {
+    crate::py_util::clear_type_cache()
+}
+
+/// Types in the per-type cache.
+#[pyfunction]
+fn _type_cache_len() -> usize {
+    crate::py_util::type_cache_len()
+}
+
+/// Whether numpy views are made through numpy's C API (else through `numpy.asarray`).
+#[pyfunction]
+fn _numpy_capi(py: Python<'_>) -> bool {
+    crate::npy::available(py)
+}
+
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_type_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(_clear_type_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(_type_cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(_numpy_capi, m)?)?;
     m.add_function(wrap_pyfunction!(_parse_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(_stream_handle, m)?)?;
     m.add_function(wrap_pyfunction!(_resolve_stream, m)?)?;
