@@ -20,6 +20,8 @@ KERNEL_TARGETS: str
 APPEND_HEADER: str
 APPEND_DESC_SIZE: int
 MAX_COLUMNS: int
+AUTO_STAGED_MIN_BYTES: int
+AUTO_STAGED_MIN_FILL: float
 __version__: str
 
 def device_count() -> int:
@@ -37,6 +39,12 @@ class Readback:
     dtype-like or a torch dtype; a subarray dtype such as ``("f8", 3)`` makes rows of 3 values
     (the arrays then have shape ``(N, 3)``). Neither given: one float64 column.
 
+    ``transport``: ``"mapped"`` (the pack writes exactly ``count`` rows into pinned host
+    memory), ``"staged"`` (a device slot, then one copy of the whole slot) or ``"auto"``: a set
+    of slots of each, an enqueue going staged when the last count read back filled at least
+    ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
+    (``auto_staged_from`` rows), mapped otherwise.
+
     Raises ``ConfigError``/``TypeError`` for bad settings (checked before the device is
     opened), ``DriverNotFoundError`` without a CUDA driver, ``NoDeviceError`` without the device.
     """
@@ -50,6 +58,15 @@ class Readback:
         device: int = 0,
         transport: str = "mapped",
     ) -> None: ...
+    def _enqueue_raw(
+        self, ptrs: Sequence[int], rows: Sequence[int], count_ptr: int,
+        count_kind: str = "int32", stream: int = 0,
+    ) -> Ticket:
+        """The enqueue on pre-read device addresses (one per column), for measuring the
+        binding's own cost and for callers that hold raw handles. Nothing is kept alive and
+        no producer stream is waited for: the caller keeps the memory allocated and unwritten
+        until the readback completes, and enqueues on the producer's stream (an int
+        ``cudaStream_t``). The core still checks every address and the stream's context."""
     def enqueue(
         self, data: Union[DeviceArray, Sequence[DeviceArray], Mapping[str, DeviceArray]],
         count: DeviceArray, stream: StreamLike = None,
@@ -83,6 +100,9 @@ class Readback:
     def device(self) -> int: ...
     @property
     def transport(self) -> str: ...
+    @property
+    def auto_staged_from(self) -> Optional[int]:
+        """``transport="auto"``: the count from which enqueues go staged; else None."""
     @property
     def info(self) -> dict[str, Any]:
         """The settings in effect and the slot layout: ``capacity``, ``slots``, ``buckets``,
@@ -177,10 +197,12 @@ class GraphReadback:
     ) -> None: ...
     def record(
         self, data: Union[DeviceArray, Sequence[DeviceArray], Mapping[str, DeviceArray]],
-        count: DeviceArray, stream: StreamLike = None,
+        count: DeviceArray, stream: StreamLike = None, keep: bool = True,
     ) -> None:
         """Records the pack (inside a capture; outside, it runs once and counts as a replay).
-        Every recording must use the same count dtype and source lengths."""
+        Every recording must use the same count dtype and source lengths. ``keep=False``
+        keeps no reference to the arrays: for memory the graph itself keeps allocated (a
+        ``torch.compile`` CUDA graph's private pool)."""
     def next(self, timeout: Optional[float] = None) -> Readout:
         """The next replay's readout (blocks, releasing the GIL)."""
     def try_next(self) -> Optional[Readout]: ...

@@ -132,13 +132,19 @@ impl GraphReadback {
     /// `data`'s framework, which inside `torch.cuda.graph(...)` is the capture stream). Every
     /// replay of the captured graph runs it again on the same arrays, which this object keeps
     /// alive. Outside a capture the pack runs once, and is taken with `next()` like a replay.
-    #[pyo3(signature = (data, count, stream=None))]
+    ///
+    /// `keep=False` keeps nothing alive: for memory whose life the graph itself governs, such
+    /// as the private pool of `torch.compile(mode="reduce-overhead")`'s CUDA graphs, whose
+    /// accounting a reference held here would upset. The caller then guarantees that the
+    /// memory stays allocated for as long as the graph may be replayed.
+    #[pyo3(signature = (data, count, stream=None, keep=true))]
     fn record(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         count: &Bound<'_, PyAny>,
         stream: Option<&Bound<'_, PyAny>>,
+        keep: bool,
     ) -> PyResult<()> {
         let g = self.graph(py)?;
         let _restore = CtxGuard::save();
@@ -153,15 +159,19 @@ impl GraphReadback {
         )?;
         // SAFETY: the arrays are device memory read from their frameworks, kept alive (with
         // the stream object) for as long as this object lives, and never freed at all once
-        // recorded unless close() is called (see Drop); the recordings of one GraphReadback
-        // run one at a time when its graphs are launched on one stream, as documented.
+        // recorded unless close() is called (see Drop), or with keep=False alive for as long
+        // as the graph, by the caller's documented promise; the recordings of one
+        // GraphReadback run one at a time when its graphs are launched on one stream, as
+        // documented.
         unsafe { g.record_raw_stream(inp.stream as CUstream, None, &inp.sources, inp.count) }
             .py_err(py)?;
         self.recorded.store(true, Ordering::Relaxed);
-        self.keep
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(inp.keep.into_vec());
+        if keep {
+            self.keep
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(inp.keep.into_vec());
+        }
         Ok(())
     }
 

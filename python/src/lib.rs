@@ -46,6 +46,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("APPEND_HEADER", srb::append::HEADER)?;
     m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;
     m.add("MAX_COLUMNS", srb::MAX_COLUMNS)?;
+    m.add("AUTO_STAGED_MIN_BYTES", readback::AUTO_STAGED_MIN_BYTES)?;
+    m.add("AUTO_STAGED_MIN_FILL", readback::AUTO_STAGED_MIN_FILL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     testing::add(m)?;
     Ok(())

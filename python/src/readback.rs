@@ -15,6 +15,7 @@ use srb::{
     Transport,
 };
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,24 @@ impl Extend<Py<PyAny>> for Keep {
     }
 }
 
+/// `transport="auto"`: an enqueue goes to the staged slots (one DMA of the whole slot) when the
+/// count last read back filled at least this many bytes...
+pub(crate) const AUTO_STAGED_MIN_BYTES: usize = 4 << 20;
+/// ... and at least this share of the capacity; otherwise to the mapped slots (the pack writes
+/// exactly `count` rows into pinned host memory). The staged copy moves the whole slot, so it
+/// wins only when the count nearly fills it: measured on an H200 from PyTorch at 8.4 MB,
+/// mapped moved 37.1 GB/s and the staged copy 42.8, which favours staged past 37.1 / 42.8 =
+/// 0.87 of the slot; below a few MB the copy's fixed cost (a second operation on the stream)
+/// outweighs the difference. `python/bench/bench.py` measures all three at every size.
+pub(crate) const AUTO_STAGED_MIN_FILL: f64 = 0.87;
+
+/// The rows from which an auto readback of `capacity` rows of `row_bytes` bytes goes staged.
+fn auto_threshold(capacity: usize, row_bytes: usize) -> usize {
+    let by_bytes = AUTO_STAGED_MIN_BYTES.div_ceil(row_bytes.max(1));
+    let by_fill = (capacity as f64 * AUTO_STAGED_MIN_FILL).ceil() as usize;
+    by_bytes.max(by_fill).max(1)
+}
+
 /// Checks the settings every readback kind shares, before any driver call.
 pub(crate) fn check_settings(
     capacity: i64,
@@ -82,7 +101,7 @@ pub(crate) fn check_settings(
         "staged" => Transport::Staged,
         t => {
             return Err(make_config(format!(
-                "transport must be \"mapped\" or \"staged\", not {t:?}"
+                "transport must be \"mapped\" or \"staged\" (or \"auto\" for a Readback), not {t:?}"
             )))
         }
     };
@@ -320,6 +339,10 @@ pub(crate) fn column_bytes(r: &ColumnReadout<'_>, n: usize) -> Vec<ColumnBytes> 
 #[pyclass(module = "sized_readback._native")]
 pub struct Readback {
     rb: ManuallyDrop<ColumnReadback>,
+    /// `transport="auto"`: the staged slots beside the mapped ones (`rb`).
+    staged: Option<ManuallyDrop<ColumnReadback>>,
+    /// `transport="auto"`: the last count from which enqueues go staged.
+    staged_from: AtomicUsize,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
@@ -339,12 +362,18 @@ impl Readback {
         count: RawCount,
         keep: Keep,
     ) -> PyResult<Ticket> {
+        let rb: &ColumnReadback = match &self.staged {
+            Some(st)
+                if self.shared.last_rows.load(Ordering::Relaxed)
+                    >= self.staged_from.load(Ordering::Relaxed) =>
+            {
+                st
+            }
+            _ => &self.rb,
+        };
         loop {
             // SAFETY: per this function's contract.
-            let r = unsafe {
-                self.rb
-                    .enqueue_raw_stream(stream as CUstream, None, sources, count)
-            };
+            let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
             match r {
                 Ok(ticket) => {
                     return Ok(Ticket {
@@ -379,17 +408,36 @@ impl Readback {
         device: i64,
         transport: &str,
     ) -> PyResult<Self> {
-        let (capacity, slots, device, transport) =
-            check_settings(capacity, slots, device, transport)?;
+        let auto = transport == "auto";
+        let (capacity, slots, device, transport) = check_settings(
+            capacity,
+            slots,
+            device,
+            if auto { "mapped" } else { transport },
+        )?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
             .transport(transport);
-        let (shared, schema, _restore) =
-            open(py, device, &specs, |s| ColumnReadback::check(s, &config))?;
+        let staged_config = auto.then(|| config.clone().transport(Transport::Staged));
+        let (shared, schema, _restore) = open(py, device, &specs, |s| {
+            ColumnReadback::check(s, &config)?;
+            staged_config
+                .as_ref()
+                .map_or(Ok(()), |c| ColumnReadback::check(s, c))
+        })?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
+        let staged = match staged_config {
+            Some(c) => Some(ManuallyDrop::new(
+                ColumnReadback::new(&shared.ctx, &schema, c).py_err(py)?,
+            )),
+            None => None,
+        };
+        let row_bytes = specs.iter().map(|s| s.elem_size).sum();
         Ok(Readback {
             rb: ManuallyDrop::new(rb),
+            staged,
+            staged_from: AtomicUsize::new(auto_threshold(capacity, row_bytes)),
             shared,
             specs: Arc::new(specs),
             columns,
@@ -486,7 +534,15 @@ impl Readback {
     /// the device data is untouched, enqueue again). Tickets already handed out keep theirs.
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
-        self.rb.grow(check_capacity(capacity)?).py_err(py)
+        let capacity = check_capacity(capacity)?;
+        self.rb.grow(capacity).py_err(py)?;
+        if let Some(st) = &self.staged {
+            st.grow(capacity).py_err(py)?;
+            let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
+            self.staged_from
+                .store(auto_threshold(capacity, row_bytes), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Rows one slot holds.
@@ -494,7 +550,8 @@ impl Readback {
     fn capacity(&self) -> usize {
         self.rb.capacity()
     }
-    /// Number of slots: readbacks in flight or held at once.
+    /// Number of slots: readbacks in flight or held at once (per transport for
+    /// `transport="auto"`, which has a set of each).
     #[getter]
     fn slots(&self) -> usize {
         self.rb.slots()
@@ -502,24 +559,39 @@ impl Readback {
     /// Slots held now (by tickets, readouts and their views).
     #[getter]
     fn slots_in_use(&self) -> usize {
-        self.rb.slots_in_use()
+        self.rb.slots_in_use() + self.staged.as_ref().map_or(0, |s| s.slots_in_use())
+    }
+    /// For `transport="auto"`: the count from which an enqueue goes to the staged slots (the
+    /// last count read back decides); None for a fixed transport.
+    #[getter]
+    fn auto_staged_from(&self) -> Option<usize> {
+        self.staged
+            .as_ref()
+            .map(|_| self.staged_from.load(Ordering::Relaxed))
     }
     /// The CUDA device ordinal.
     #[getter]
     fn device(&self) -> i32 {
         self.shared.device
     }
-    /// `"mapped"` or `"staged"`.
+    /// `"mapped"`, `"staged"` or `"auto"`.
     #[getter]
     fn transport(&self) -> &'static str {
+        if self.staged.is_some() {
+            return "auto";
+        }
         transport_name(self.rb.transport())
     }
     /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
     /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
-    /// trailer_offset, programmatic_launch.
+    /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        info_dict(py, &self.rb.info(), self.shared.device)
+        let d = info_dict(py, &self.rb.info(), self.shared.device)?;
+        if self.staged.is_some() {
+            d.set_item("transport", "auto")?;
+        }
+        Ok(d)
     }
     /// The dtype of one row of each column (one entry for a one-column readback).
     #[getter]
@@ -539,7 +611,7 @@ impl Readback {
             describe_columns(py, &self.specs, self.columns),
             self.rb.slots(),
             self.shared.device,
-            transport_name(self.rb.transport())
+            self.transport()
         )
     }
 }
@@ -549,6 +621,10 @@ impl Drop for Readback {
         let _restore = CtxGuard::save();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.rb) };
+        if let Some(st) = &mut self.staged {
+            // SAFETY: dropped once, here.
+            unsafe { ManuallyDrop::drop(st) };
+        }
     }
 }
 
@@ -668,6 +744,7 @@ impl Ticket {
         (count, seq, cols): (usize, u64, Vec<ColumnBytes>),
     ) -> PyResult<Py<Readout>> {
         let core = self.core.take().expect("pending tickets hold their core");
+        self.shared.last_rows.store(count, Ordering::Relaxed);
         let r = Py::new(
             py,
             Readout::new(

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
 use srb::cudarc::driver::sys::{self, CUevent, CUresult, CUstream};
 use srb::cudarc::driver::CudaContext;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The raw `CUstream` (`cudaStream_t`) of a stream argument: an int handle (0 the legacy
@@ -201,6 +201,8 @@ pub(crate) struct Shared {
     events: Mutex<Events>,
     /// Whether `deferred` may be non-empty (read without the lock on every enqueue).
     any_deferred: AtomicBool,
+    /// The count of the readback completed last (`transport="auto"` chooses by it).
+    pub(crate) last_rows: AtomicUsize,
 }
 
 // SAFETY: the CUevent handle is used only under the mutex, with the context bound; the core
@@ -219,6 +221,7 @@ impl Shared {
                 deferred: Vec::new(),
             }),
             any_deferred: AtomicBool::new(false),
+            last_rows: AtomicUsize::new(0),
         })
     }
 

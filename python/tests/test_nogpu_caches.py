@@ -190,3 +190,14 @@ def test_c_api_views_of_every_column_kind():
     out.release()
     zero = _native._host_readout([np.zeros(4)], 0, dtype="f8").numpy()
     assert zero.shape == (0,) and zero.dtype == np.float64
+
+
+# --- transport="auto" -------------------------------------------------------------------------
+
+
+def test_auto_transport_is_a_setting_of_readbacks_only():
+    assert _native.AUTO_STAGED_MIN_BYTES == 4 << 20 and 0.5 < _native.AUTO_STAGED_MIN_FILL < 1.0
+    with pytest.raises(srb.ConfigError, match="auto"):
+        srb.Readback(8, transport="pcie")
+    with pytest.raises(srb.ConfigError, match="for a Readback"):
+        srb.AppendReadback(8, transport="auto")

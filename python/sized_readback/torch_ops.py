@@ -1,0 +1,173 @@
+"""Readbacks inside ``torch.compile``: the custom op ``torch.ops.sized_readback.enqueue`` and
+``CompiledReadback``, which serves it in eager mode, under ``torch.compile(fullgraph=True)``
+and under ``mode="reduce-overhead"`` (CUDA graphs).
+
+::
+
+    import torch
+    from sized_readback.torch_ops import CompiledReadback
+
+    cr = CompiledReadback(1 << 16, dtype=torch.float32)
+
+    @torch.compile(fullgraph=True, mode="reduce-overhead")
+    def step(x):
+        y = x * 2
+        keep = y > 1
+        n = keep.sum(dtype=torch.int32)
+        data = y[torch.argsort((~keep).to(torch.int8), stable=True)]
+        cr.enqueue(data, n)          # no graph break, no host synchronization
+        return y
+
+    for x in batches:
+        step(x)
+        with cr.next() as out:       # this step's count and rows, in pinned host memory
+            use(out.count, out.numpy())
+
+The op takes the columns, the count and the readback's key; it returns nothing and is
+registered as side-effecting, so no compiler pass removes or reorders it across the work that
+produces its inputs. Its fake (meta) implementation does nothing, so it traces anywhere,
+CPU included. What the real implementation does depends on the stream it runs on:
+
+- not capturing (eager, ``torch.compile`` without CUDA graphs, and the warm-up runs of
+  ``reduce-overhead``): ``Readback.enqueue`` on torch's current stream; the ticket waits in
+  ``CompiledReadback`` for ``next()``;
+- capturing (``reduce-overhead`` recording its graph): ``GraphReadback.record`` of the pack into
+  the graph, once; every replay of the graph packs again, and ``next()`` takes that replay's
+  readout. A readback has no data-dependent output shape, so the op stays inside the graph
+  (no partition, no ``cudagraph_skips``).
+
+Call ``next()`` once per step, in order (one readout per step in every mode). A compiled graph
+that is recorded again (new shapes) records the pack again; the steps between still read out
+in order as long as ``next()`` follows each step.
+"""
+
+import collections
+import itertools
+import threading
+import weakref
+from typing import Any, Optional, Sequence, Union
+
+import torch
+
+from . import _native
+
+__all__ = ["CompiledReadback", "enqueue"]
+
+# The readbacks the op can reach, by key (the op's arguments must be tensors and numbers).
+_SINKS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+_KEYS = itertools.count(1)
+_LOCK = threading.Lock()
+
+
+def _register(sink: Any) -> int:
+    """Makes `sink` (with ``_on_enqueue(columns, count)``) reachable from the op; returns its
+    key. Held weakly: the op raises for a key whose readback is gone."""
+    with _LOCK:
+        key = next(_KEYS)
+        _SINKS[key] = sink
+    return key
+
+
+@torch.library.custom_op("sized_readback::enqueue", mutates_args=())
+def enqueue(columns: list[torch.Tensor], count: torch.Tensor, key: int) -> None:
+    """Enqueues the readback of ``count`` rows of ``columns`` on the readback ``key``
+    (``CompiledReadback.key``)."""
+    sink = _SINKS.get(key)
+    if sink is None:
+        raise RuntimeError(f"sized_readback::enqueue: no readback has key {key} (was it freed?)")
+    sink._on_enqueue(columns, count)
+
+
+@enqueue.register_fake
+def _(columns: list[torch.Tensor], count: torch.Tensor, key: int) -> None:
+    return None
+
+
+# Side-effecting: with no output, dead-code elimination (FX's, AOT autograd's, Inductor's
+# scheduler's) would otherwise drop it. A plain side effect, not torch's effect tokens: tokens
+# thread extra graph inputs and outputs through the compiled step, which is not needed here
+# (the op's data dependencies already order it after its producers, and it writes no tensor).
+torch.fx.node.has_side_effect(torch.ops.sized_readback.enqueue.default)
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+class CompiledReadback:
+    """A readback for compiled (or eager) PyTorch steps: ``enqueue`` inside the step,
+    ``next()`` after it. Holds a ``Readback`` for steps that run as kernels and a
+    ``GraphReadback`` for steps captured into a CUDA graph (``mode="reduce-overhead"``).
+
+    ``capacity``, ``dtype`` / ``columns``, ``device``: as ``Readback``. ``slots``: of each;
+    steps may run that many ahead of ``next()``. ``transport``: of the eager readback.
+    ``graphs=False`` leaves out the graph readback (and its slots) for steps never captured.
+    The graph readback is made here, not at the capture: allocating during a capture would
+    invalidate it.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        dtype: Any = None,
+        columns: Any = None,
+        slots: int = 4,
+        device: int = 0,
+        transport: str = "mapped",
+        graphs: bool = True,
+    ) -> None:
+        self._columns = columns is not None
+        self._names = list(columns) if isinstance(columns, dict) else None
+        self.readback = _native.Readback(capacity, dtype=dtype, columns=columns, slots=slots,
+                                         device=device, transport=transport)
+        self._graph: Optional[_native.GraphReadback] = None
+        if graphs:
+            self._graph = _native.GraphReadback(capacity, dtype=dtype, columns=columns,
+                                                slots=max(slots, 2), device=device)
+        self._tickets: "collections.deque[Any]" = collections.deque()
+        self.recordings = 0
+        self.key = _register(self)
+
+    @property
+    def graph(self) -> Optional[_native.GraphReadback]:
+        """The graph readback (None with ``graphs=False``)."""
+        return self._graph
+
+    def enqueue(self, data: Union[torch.Tensor, Sequence[torch.Tensor], dict], count: torch.Tensor) -> None:
+        """Inside the step: the readback of ``count`` rows of ``data`` (one tensor, or one per
+        column as ``Readback.enqueue`` takes them). Traceable: no graph break."""
+        if isinstance(data, torch.Tensor):
+            cols = [data]
+        elif isinstance(data, dict):
+            cols = [data[n] for n in self._names]
+        else:
+            cols = list(data)
+        torch.ops.sized_readback.enqueue(cols, count, self.key)
+
+    def _on_enqueue(self, columns: list[torch.Tensor], count: torch.Tensor) -> None:
+        data = tuple(columns) if self._columns else columns[0]
+        if _capturing():
+            if self._graph is None:
+                raise RuntimeError("a step was captured into a CUDA graph: make the "
+                                   "CompiledReadback with graphs=True")
+            # The graph's memory pool keeps the arrays for as long as the graph lives; a
+            # reference held here would upset the pool's accounting of live blocks.
+            self._graph.record(data, count, keep=False)
+            self.recordings += 1
+        else:
+            self._tickets.append(self.readback.enqueue(data, count))
+
+    def next(self, timeout: Optional[float] = None) -> _native.Readout:
+        """The readout of the oldest step not yet read: a waiting eager ticket's, else the
+        next graph replay's. Blocks (without the GIL) until it is there."""
+        if self._tickets:
+            t = self._tickets.popleft()
+            return t.wait(timeout)
+        if self._graph is None or self.recordings == 0:
+            raise RuntimeError("no step has enqueued a readback since the last next()")
+        return self._graph.next(timeout)
+
+    def close(self) -> None:
+        """Frees the graph readback: only once no graph that recorded it will replay."""
+        if self._graph is not None:
+            self._graph.close()
