@@ -127,6 +127,10 @@ class Ticket:
     def partial(self) -> Readout:
         """Append tickets after ``AppendOverflowError``: the first ``capacity`` rows."""
     @property
+    def transport(self) -> str:
+        """``"mapped"`` or ``"staged"``: the slots this readback took (``transport="auto"``
+        chooses per enqueue)."""
+    @property
     def seq(self) -> int: ...
     @property
     def slot(self) -> Optional[int]: ...

@@ -55,6 +55,7 @@ impl AppendReadback {
         let p = unsafe { self.rb.begin_raw_stream(handle as CUstream, None) }.py_err(py)?;
         let desc = desc_array(py, p.desc().as_bytes())?;
         Ok(PendingAppend {
+            transport: transport_name(self.rb.transport()),
             inner: Mutex::new(Some(p)),
             desc,
             stream: stream.clone().unbind(),
@@ -192,6 +193,7 @@ pub struct PendingAppend {
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
     ticket: Mutex<Option<Py<Ticket>>>,
+    transport: &'static str,
 }
 
 impl PendingAppend {
@@ -208,6 +210,7 @@ impl PendingAppend {
         let mut keep = Keep::default();
         keep.push(self.stream.clone_ref(py));
         Ok(Ticket::append(
+            self.transport,
             t,
             keep,
             self.shared.clone(),

@@ -377,6 +377,7 @@ impl Readback {
             match r {
                 Ok(ticket) => {
                     return Ok(Ticket {
+                        transport: transport_name(rb.transport()),
                         seq: ticket.seq(),
                         core: Some(Core::Pack(ticket)),
                         keep,
@@ -702,6 +703,8 @@ pub(crate) enum State {
 /// One enqueued readback: wait on it (`wait()`), poll it (`done()`).
 #[pyclass(module = "sized_readback._native")]
 pub struct Ticket {
+    /// The slots' transport (for `transport="auto"`, the one this enqueue took).
+    transport: &'static str,
     seq: u64,
     core: Option<Core>,
     /// What the readback reads, kept alive until it is known complete.
@@ -714,6 +717,7 @@ pub struct Ticket {
 
 impl Ticket {
     pub(crate) fn append(
+        transport: &'static str,
         ticket: srb::AppendTicket,
         keep: Keep,
         shared: Arc<Shared>,
@@ -721,6 +725,7 @@ impl Ticket {
         columns: bool,
     ) -> Self {
         Ticket {
+            transport,
             seq: ticket.seq(),
             core: Some(Core::Append(ticket)),
             keep,
@@ -877,6 +882,13 @@ impl Ticket {
     #[getter]
     fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// `"mapped"` or `"staged"`: how this readback reaches host memory (a `transport="auto"`
+    /// readback chooses per enqueue).
+    #[getter]
+    fn transport(&self) -> &'static str {
+        self.transport
     }
 
     /// The slot it occupies (None once the ticket no longer holds one).
