@@ -621,13 +621,13 @@ def main(argv=None):
             "binding overhead: p50 rb.enqueue(x, count) - p50 rb._enqueue_raw(pre-read addresses), idle stream, same run (µs)",
             over, 1.5, "<=",
             f"enqueue {b['enqueue']:.2f} µs, _enqueue_raw {b['enqueue_raw']:.2f}, x.add_(1) {b['add_']:.2f}; wait + view {b['wait_view']:.2f}",
-            "the difference is reading two tensors through PyTorch's accessors and its current stream; python/bench/profile.py breaks it down",
+            "the difference is reading two tensors through PyTorch's accessors and its current stream; python/bench/profile_binding.py breaks it down",
         ))
         targets.append(Target.make(
             "binding: p50 rb.enqueue(x, count) / p50 x.add_(1), idle stream, same run",
             b["enqueue"] / b["add_"], 1.0, "<=",
             f"enqueue {b['enqueue']:.2f} µs, x.add_(1) {b['add_']:.2f} µs",
-            "the core's enqueue (its pointer, stream and capture checks, the launch and the slot's event) is in both; see profile.py",
+            "the core's enqueue (its pointer, stream and capture checks, the launch and the slot's event) is in both; see profile_binding.py",
         ))
 
     if loops:

@@ -531,6 +531,164 @@ impl Readback {
         }
     }
 
+    /// Measurement only (python/bench/profile_binding.py): the host time of each phase of
+    /// `enqueue(data, count)`, timed inside the binding over `reps` enqueues of these arrays
+    /// on PyTorch's (or the arrays' framework's) current stream, each waited for before the
+    /// next. A dict of nanoseconds per call (median): `ctx_guard` (save and restore the
+    /// current context), `sweep` (dropped tickets), `parse` (the arrays, the count and the
+    /// stream, as `enqueue` reads them), `stream_lookup` (PyTorch's current stream alone, part
+    /// of `parse` for tensors), `bind_order` (bind the context, order after producers' streams),
+    /// `core_enqueue` (the core's checks, launch and slot event), `ticket` (the Python ticket
+    /// object, made and dropped), `event_record` (one `cuEventRecord`, the cost the binding no
+    /// longer pays per enqueue, for reference). `before`, if given, is called (untimed) before
+    /// each enqueue: e.g. a producer's launches, to time the enqueue behind a busy stream as
+    /// the benchmark's latency loop does.
+    #[pyo3(signature = (data, count, reps=1000, before=None))]
+    fn _profile<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        count: &Bound<'py, PyAny>,
+        reps: usize,
+        before: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        use srb::cudarc::driver::sys;
+        let reps = reps.max(1);
+        let mut t: [Vec<u64>; 8] = Default::default();
+        let ns = |a: Instant| a.elapsed().as_nanos() as u64;
+        let _restore = CtxGuard::save();
+        self.shared.bind(py)?;
+        let mut ev: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the context is bound.
+        let status = unsafe {
+            sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        };
+        if status != sys::CUresult::CUDA_SUCCESS {
+            return Err(crate::errors::to_py(
+                py,
+                srb::Error::Cuda {
+                    call: "cuEventCreate",
+                    source: status.result().unwrap_err(),
+                },
+            ));
+        }
+        let mut result = Ok(());
+        for _ in 0..reps {
+            if let Some(f) = before {
+                if let Err(e) = f.call0() {
+                    result = Err(e);
+                    break;
+                }
+            }
+            let a = Instant::now();
+            drop(CtxGuard::save());
+            t[0].push(ns(a));
+            let a = Instant::now();
+            self.shared.sweep();
+            t[1].push(ns(a));
+            let a = Instant::now();
+            let inp = match parse_inputs(
+                py,
+                self.shared.device,
+                &self.specs,
+                self.columns,
+                data,
+                count,
+                None,
+            ) {
+                Ok(i) => i,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            t[2].push(ns(a));
+            if inp.torch_current.is_some() {
+                let a = Instant::now();
+                let _ = torch_current_stream(py, self.shared.device);
+                t[3].push(ns(a));
+            }
+            let a = Instant::now();
+            let mut producers = Vec::new();
+            for &af in &inp.afters {
+                if let After::Stream(p) = af {
+                    producers.push(p);
+                }
+            }
+            let ordered = self.shared.bind(py).and_then(|()| {
+                // SAFETY: as in `inputs`: the producers' and the enqueue stream are live.
+                unsafe { self.shared.order_after(py, &producers, inp.stream) }
+            });
+            t[4].push(ns(a));
+            if let Err(e) = ordered {
+                result = Err(e);
+                break;
+            }
+            let a = Instant::now();
+            // SAFETY: as in `enqueue`; `inp.keep` holds the arrays until the wait below.
+            let r = unsafe {
+                self.rb
+                    .enqueue_raw_stream(inp.stream as CUstream, None, &inp.sources, inp.count)
+            };
+            t[5].push(ns(a));
+            let ticket = match r {
+                Ok(tk) => tk,
+                Err(e) => {
+                    result = Err(crate::errors::to_py(py, e));
+                    break;
+                }
+            };
+            let a = Instant::now();
+            // SAFETY: the stream is live (it just took the pack); ev is a live event.
+            let _ = unsafe { sys::cuEventRecord(ev, inp.stream as CUstream) };
+            t[7].push(ns(a));
+            let _ = py.detach(|| ticket.wait().map(|r| r.count()));
+            let a = Instant::now();
+            let obj = Py::new(
+                py,
+                Ticket {
+                    transport: "mapped",
+                    seq: ticket.seq(),
+                    core: Some(Core::Pack(ticket)),
+                    keep: inp.keep,
+                    shared: self.shared.clone(),
+                    specs: self.specs.clone(),
+                    columns: self.columns,
+                    state: State::Pending,
+                },
+            )?;
+            drop(obj);
+            t[6].push(ns(a));
+        }
+        // SAFETY: a live event of this context, no longer used (its last record completed:
+        // every pack after it was waited for).
+        unsafe {
+            let _ = sys::cuEventSynchronize(ev);
+            let _ = sys::cuEventDestroy_v2(ev);
+        }
+        result?;
+        let d = PyDict::new(py);
+        let names = [
+            "ctx_guard",
+            "sweep",
+            "parse",
+            "stream_lookup",
+            "bind_order",
+            "core_enqueue",
+            "ticket",
+            "event_record",
+        ];
+        for (name, v) in names.iter().zip(t.iter_mut()) {
+            if v.is_empty() {
+                continue;
+            }
+            v.sort_unstable();
+            d.set_item(*name, v[v.len() / 2])?;
+        }
+        d.set_item("reps", reps)?;
+        Ok(d)
+    }
+
     /// Replaces the slots with ones of `capacity` rows (after a `CountExceedsCapacityError`:
     /// the device data is untouched, enqueue again). Tickets already handed out keep theirs.
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {

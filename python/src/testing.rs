@@ -51,6 +51,33 @@ fn _parse_inputs<'py>(
     Ok(d)
 }
 
+/// Median nanoseconds of one read of `data`, `count` and `stream` as an enqueue does it (no
+/// driver call), timed inside the binding over `reps` reads, the columns parsed once.
+#[pyfunction]
+#[pyo3(signature = (data, count, stream=None, dtype=None, columns=None, device=0, reps=1000))]
+#[allow(clippy::too_many_arguments)]
+fn _time_parse<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    count: &Bound<'py, PyAny>,
+    stream: Option<&Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    columns: Option<&Bound<'py, PyAny>>,
+    device: i32,
+    reps: usize,
+) -> PyResult<u64> {
+    let (specs, is_columns) = parse_columns(py, dtype, columns)?;
+    let mut t = Vec::with_capacity(reps.max(1));
+    for _ in 0..reps.max(1) {
+        let a = std::time::Instant::now();
+        let inp = parse_inputs(py, device, &specs, is_columns, data, count, stream)?;
+        t.push(a.elapsed().as_nanos() as u64);
+        drop(inp);
+    }
+    t.sort_unstable();
+    Ok(t[t.len() / 2])
+}
+
 /// The raw handle of a stream argument.
 #[pyfunction]
 fn _stream_handle(py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -155,6 +182,7 @@ fn _numpy_capi(py: Python<'_>) -> bool {
 
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_type_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(_time_parse, m)?)?;
     m.add_function(wrap_pyfunction!(_clear_type_cache, m)?)?;
     m.add_function(wrap_pyfunction!(_type_cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(_numpy_capi, m)?)?;
