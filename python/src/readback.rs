@@ -454,7 +454,7 @@ impl Readback {
         count: &Bound<'_, PyAny>,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Ticket> {
-        let _restore = CtxGuard::save();
+        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         self.shared.sweep();
         let inp = inputs(
             py,
@@ -515,7 +515,7 @@ impl Readback {
             .zip(&rows)
             .map(|(&ptr, &len)| ColumnSource { ptr, len })
             .collect();
-        let _restore = CtxGuard::save();
+        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         self.shared.sweep();
         self.shared.bind(py)?;
         // SAFETY: the caller's contract above (documented as such); the core checks that
@@ -965,7 +965,7 @@ impl Ticket {
             State::Pending => {}
         }
         let deadline = deadline(timeout)?;
-        let _restore = CtxGuard::save();
+        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         let n = self.specs.len();
         // Often complete already (the pack is short): then no GIL release, no clock.
         let ready = {

@@ -150,27 +150,40 @@ pub(crate) fn resolve(
 /// current context, so every call from Python that reaches the driver puts back the one it found
 /// (one `cuCtxGetCurrent` on entry, one on exit). Make one only once the driver is loaded (a
 /// readback exists): cudarc panics on a first driver call without it.
-pub(crate) struct CtxGuard(sys::CUcontext);
+pub(crate) struct CtxGuard(Option<sys::CUcontext>);
 
 impl CtxGuard {
     pub(crate) fn save() -> Self {
-        let mut c: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the driver is loaded (the caller's contract).
-        if unsafe { sys::cuCtxGetCurrent(&mut c) } != CUresult::CUDA_SUCCESS {
-            c = std::ptr::null_mut();
-        }
-        CtxGuard(c)
+        CtxGuard(Some(current()))
     }
+
+    /// [`CtxGuard::save`] for a call that binds `ours` at most: when `ours` is already current
+    /// (PyTorch and the readback on one device share its primary context), nothing will need
+    /// restoring, and the drop makes no driver call.
+    pub(crate) fn save_unless(ours: sys::CUcontext) -> Self {
+        let c = current();
+        CtxGuard((c != ours).then_some(c))
+    }
+}
+
+fn current() -> sys::CUcontext {
+    let mut c: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the driver is loaded (the caller's contract).
+    if unsafe { sys::cuCtxGetCurrent(&mut c) } != CUresult::CUDA_SUCCESS {
+        c = std::ptr::null_mut();
+    }
+    c
 }
 
 impl Drop for CtxGuard {
     fn drop(&mut self) {
+        let Some(saved) = self.0 else { return };
         let mut now: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; `self.0` was current on this thread (a context this
+        // SAFETY: valid out-pointer; `saved` was current on this thread (a context this
         // thread may bind again) or null (unbinds).
         unsafe {
-            if sys::cuCtxGetCurrent(&mut now) == CUresult::CUDA_SUCCESS && now != self.0 {
-                let _ = sys::cuCtxSetCurrent(self.0);
+            if sys::cuCtxGetCurrent(&mut now) == CUresult::CUDA_SUCCESS && now != saved {
+                let _ = sys::cuCtxSetCurrent(saved);
             }
         }
     }
