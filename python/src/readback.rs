@@ -539,10 +539,10 @@ impl Readback {
     /// stream, as `enqueue` reads them), `stream_lookup` (PyTorch's current stream alone, part
     /// of `parse` for tensors), `bind_order` (bind the context, order after producers' streams),
     /// `core_enqueue` (the core's checks, launch and slot event), `ticket` (the Python ticket
-    /// object, made and dropped), `event_record` (one `cuEventRecord`: what a completion event of
-    /// its own per enqueue would cost, for reference). `before`, if given, is called (untimed) before
-    /// each enqueue: e.g. a producer's launches, to time the enqueue behind a busy stream as
-    /// the benchmark's latency loop does.
+    /// object, made and dropped), `event_record` (one `cuEventRecord`: what a completion event
+    /// of its own per enqueue would cost, for reference). `before`, if given, is called
+    /// (untimed) before each enqueue: e.g. a producer's launches, to time the enqueue behind a
+    /// busy stream as the benchmark's latency loop does.
     #[pyo3(signature = (data, count, reps=1000, before=None))]
     fn _profile<'py>(
         &self,
