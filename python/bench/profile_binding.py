@@ -120,12 +120,29 @@ class _Iface:
 
 
 def gpu(reps):
+    """The profile on PyTorch's default stream (the legacy NULL stream, where bench.py runs),
+    then on a stream of its own: the core treats the legacy stream apart (it waits on the
+    slot's event at every reuse of a slot, since the NULL handle says nothing of which stream
+    ran the slot's last readback)."""
+    import torch
+
+    dev = torch.device("cuda:0")
+    torch.cuda.set_device(dev)
+    res = {"default_stream": gpu_on(reps)}
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        res["own_stream"] = gpu_on(reps)
+    torch.cuda.synchronize()
+    return res
+
+
+def gpu_on(reps):
     import torch
 
     import sized_readback as srb
 
     dev = torch.device("cuda:0")
-    torch.cuda.set_device(dev)
     x = torch.zeros(4096, device=dev, dtype=torch.float64)
     cnt = torch.full((), 100, dtype=torch.int32, device=dev)
     rb = srb.Readback(4096, dtype=torch.float64, slots=2)
@@ -219,21 +236,24 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, help="write the result as JSON here")
     args = ap.parse_args(argv)
     res = mock(args.reps) if args.mock else gpu(args.reps)
-    for k, v in res.items():
-        if isinstance(v, dict):
-            print(f"{k}:")
-            for kk, vv in v.items():
-                print(f"  {kk:28s} {vv}")
-        elif isinstance(v, list):
-            print(f"{k}:")
-            for line in v:
-                print(f"  {line}")
-        else:
-            print(f"{k:36s} {v:.0f}" if isinstance(v, float) else f"{k:36s} {v}")
+    show(res, "")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2) + "\n")
     return 0
+
+
+def show(res, indent):
+    for k, v in res.items():
+        if isinstance(v, dict):
+            print(f"{indent}{k}:")
+            show(v, indent + "  ")
+        elif isinstance(v, list):
+            print(f"{indent}{k}:")
+            for line in v:
+                print(f"{indent}  {line}")
+        else:
+            print(f"{indent}{k:38s} {v:.0f}" if isinstance(v, float) else f"{indent}{k:38s} {v}")
 
 
 if __name__ == "__main__":
