@@ -418,6 +418,7 @@ def main(argv=None):
     ap.add_argument("--parts", default="binding,sweep,seed,compile", help="comma-separated: binding, sweep, seed, compile")
     ap.add_argument("--binding-reps", type=int, default=5000)
     ap.add_argument("--compile-steps", type=int, default=1000)
+    ap.add_argument("--own-stream", action="store_true", help="run on a stream of its own instead of PyTorch's default (legacy NULL) stream")
     args = ap.parse_args(argv)
     if args.quick:
         args.reps, args.warmup, args.loop_cycles, args.binding_reps = 200, 20, 100, 500
@@ -432,6 +433,8 @@ def main(argv=None):
     started = time.perf_counter()
     dev = torch.device("cuda:0")
     torch.cuda.set_device(dev)
+    if args.own_stream:
+        torch.cuda.set_stream(torch.cuda.Stream())
     cap = args.capacity
     sizes = [int(s) for s in args.sizes.split(",")]
     f64 = torch.float64
@@ -688,7 +691,7 @@ def main(argv=None):
         commit=commit(),
         command=" ".join([Path(sys.executable).name] + sys.argv),
         machine=machine(torch, srb),
-        settings=dict(capacity=cap, sizes=sizes, reps=args.reps, warmup=args.warmup, loop_cycles=args.loop_cycles, kernel_us=args.kernel_us, cpu_us=args.cpu_us, sleep_cycles_per_us=cycles_per_us),
+        settings=dict(own_stream=args.own_stream, capacity=cap, sizes=sizes, reps=args.reps, warmup=args.warmup, loop_cycles=args.loop_cycles, kernel_us=args.kernel_us, cpu_us=args.cpu_us, sleep_cycles_per_us=cycles_per_us),
         binding=binding,
         sweep=sweep,
         seed_loop=loops,
