@@ -235,11 +235,12 @@ pub(crate) fn parse_inputs(
     stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Inputs> {
     let objs = column_objects(data, specs, columns)?;
-    let what = |i: usize, spec: &ColSpec| {
+    // Named for error messages; one column's name needs no allocation.
+    let what = |i: usize, spec: &ColSpec| -> std::borrow::Cow<'static, str> {
         if columns {
-            format!("data for {}", spec.label(i))
+            format!("data for {}", spec.label(i)).into()
         } else {
-            "the data".to_string()
+            "the data".into()
         }
     };
     // With no stream given, a CUDA Array Interface object's own `stream` entry chooses the
