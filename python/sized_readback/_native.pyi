@@ -67,6 +67,11 @@ class Readback:
         no producer stream is waited for: the caller keeps the memory allocated and unwritten
         until the readback completes, and enqueues on the producer's stream (an int
         ``cudaStream_t``). The core still checks every address and the stream's context."""
+    def _profile(
+        self, data: DeviceArray, count: DeviceArray, reps: int = 1000,
+        before: Optional[Callable[[], Any]] = None,
+    ) -> dict[str, int]:
+        """Measurement only (python/bench/profile_binding.py): median ns per enqueue phase."""
     def enqueue(
         self, data: Union[DeviceArray, Sequence[DeviceArray], Mapping[str, DeviceArray]],
         count: DeviceArray, stream: StreamLike = None,
