@@ -22,7 +22,8 @@
 #   bench      the criterion bench (staged with cargo xtask stage --benches)
 #   python     the Python package: the staged abi3 wheel (.gpu/wheels/, from cargo xtask python wheel)
 #              installed with pip --target, its whole pytest suite (torch, CuPy, JAX, Numba), the
-#              CuPy append example, and the benchmark (python/bench/bench.py; JSON in verify.tgz)
+#              CuPy append example, the binding's profile (python/bench/profile_binding.py) and the
+#              benchmark (python/bench/bench.py); their JSON in verify.tgz, under python/
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
 #              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
@@ -113,6 +114,7 @@ for ph in "${phases[@]}"; do
       step py-install python3 -m pip install --no-deps --no-index --target "$pyt" .gpu/wheels/sized_readback-*.whl
       step py-tests env PYTHONPATH="$pyt" python3 -m pytest python/tests -rs -q
       step py-cupy-append env PYTHONPATH="$pyt" python3 python/examples/cupy_append.py
+      step py-profile env PYTHONPATH="$pyt" python3 python/bench/profile_binding.py --out "$work/python/profile.json"
       step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"
       grep -E 'holds|MISS|yes|NO' "$work/python/bench.md" 2>/dev/null | sed 's/^/python: /' >> "$summary" ;;
     mpi)
