@@ -100,3 +100,48 @@ def test_the_table_renders_every_section(bench):
     table = bench.render(out, ["producer_only", "item_pinned", "sized_readback", "sized_readback_staged", "sized_readback_auto"])
     assert "**279.5" in table and "enqueue_raw 4.20" in table and "torch.compile reduce_overhead" in table
     assert "| NO |" in table and "missed by" in table
+
+
+def test_the_compile_checks_on_cpu(bench, monkeypatch):
+    """compile_checks' fullgraph half on CPU tensors, the readback replaced by a host stand-in
+    behind the same op; its reduce-overhead half needs CUDA graphs and reports an error here."""
+    torch = pytest.importorskip("torch")
+    import shutil
+
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        pytest.skip("no C++ compiler for Inductor's CPU kernels")
+    from sized_readback import torch_ops
+
+    class Out:
+        def __init__(self, a):
+            self.a, self.count = a, len(a)
+
+        def numpy(self):
+            return self.a
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class HostReadback(torch_ops.CompiledReadback):
+        def __init__(self, capacity, dtype=None, slots=4, graphs=True):
+            self._columns, self._names, self._graph, self.recordings = False, None, None, 0
+            self.queue = []
+            self.key = torch_ops._register(self)
+
+        def _on_enqueue(self, columns, count):
+            self.queue.append(Out(columns[0][: int(count)].numpy().copy()))
+
+        def next(self, timeout=None):
+            return self.queue.pop(0)
+
+    monkeypatch.setattr(torch_ops, "CompiledReadback", HostReadback)
+    res = bench.compile_checks(torch, "cpu", 12)
+    fg, ro = res["fullgraph"], res["reduce_overhead"]
+    assert fg["error"] is None, fg
+    assert (fg["graph_breaks"], fg["steps"], fg["mismatched_steps"]) == (0, 12, 0)
+    assert ro["error"] is not None and ro["wrong_replays"] == 0
+    t = {x["name"].split(" step")[0]: x for x in bench.targets_of([], [], None, res, CAP, 200.0, 5.0, 1)}
+    assert t["torch.compile(fullgraph=True)"]["holds"] and not t["torch.compile(mode='reduce-overhead')"]["holds"]
