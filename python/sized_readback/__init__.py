@@ -20,7 +20,8 @@ pinned host memory; the host waits for the slot only when it needs the data::
 
 Data are any objects with ``__dlpack__`` or ``__cuda_array_interface__`` (v3); streams are a
 ``torch.cuda.Stream``, a CuPy stream, anything with ``__cuda_stream__``, or an int handle;
-``None`` is the current stream of the framework that owns the data.
+``None`` is the current stream of the framework that owns the data. Inside ``torch.compile``
+(and its CUDA graphs), enqueue through ``sized_readback.torch_ops.CompiledReadback``.
 
 **Views and release.** ``out.numpy()`` is a read-only view of the pinned slot. The slot is
 held by the readout and by every view (and DLPack export) made from it, and reused only once
