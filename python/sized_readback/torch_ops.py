@@ -145,6 +145,10 @@ class CompiledReadback:
         torch.ops.sized_readback.enqueue(cols, count, self.key)
 
     def _on_enqueue(self, columns: list[torch.Tensor], count: torch.Tensor) -> None:
+        # A compiler may hand over any layout; the pack reads rows as one block. The copy, if
+        # any, runs on the same stream before the pack, and its memory is reused only by work
+        # ordered after it (the caching allocator is stream-ordered; in a graph, so is replay).
+        columns = [c if c.is_contiguous() else c.contiguous() for c in columns]
         data = tuple(columns) if self._columns else columns[0]
         if _capturing():
             if self._graph is None:

@@ -116,3 +116,24 @@ def test_reduce_overhead_replays_ahead_of_the_host_up_to_the_slots():
     assert cr.graph.last_overrun == 0
     torch.cuda.synchronize()
     cr.close()
+
+
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_a_strided_column_is_read_in_order(mode):
+    cr = CompiledReadback(N, dtype=torch.float32, slots=4)
+
+    def step(idx, k):
+        y = idx * 2 + k
+        cr.enqueue(y[::2], (y[::2] < 100).sum(dtype=torch.int32))  # a strided view
+        return y
+
+    f = torch.compile(step, fullgraph=True, mode=mode)
+    idx = torch.arange(N, device=DEV, dtype=torch.float32)
+    for i in range(6):
+        f(idx, torch.full((), float(i), device=DEV))
+        want = (np.arange(N, dtype=np.float32) * 2 + i)[::2]
+        want = want[: int((want < 100).sum())]
+        with cr.next(timeout=60) as out:
+            np.testing.assert_array_equal(out.numpy(), want)
+    torch.cuda.synchronize()
+    cr.close()
