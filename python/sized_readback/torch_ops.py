@@ -103,7 +103,10 @@ class CompiledReadback:
     steps may run that many ahead of ``next()``. ``transport``: of the eager readback.
     ``graphs=False`` leaves out the graph readback (and its slots) for steps never captured.
     The graph readback is made here, not at the capture: allocating during a capture would
-    invalidate it.
+    invalidate it. Freeing it synchronizes the context, which would invalidate a capture in
+    progress: let a ``CompiledReadback`` go (or ``close()`` it) outside any capture, e.g. not
+    in a garbage collection that may run while another graph is being recorded. One whose
+    graph readback recorded a step is never freed unless closed (its graph may replay).
     """
 
     def __init__(
@@ -172,6 +175,9 @@ class CompiledReadback:
         return self._graph.next(timeout)
 
     def close(self) -> None:
-        """Frees the graph readback: only once no graph that recorded it will replay."""
+        """Frees the graph readback, outside any capture, and only once no graph that recorded
+        it will replay (the compiled step is not called again, or ``torch._dynamo.reset()``
+        dropped its graphs). Tickets still waiting for ``next()`` are dropped."""
+        self._tickets.clear()
         if self._graph is not None:
             self._graph.close()
