@@ -67,8 +67,9 @@ pub(crate) const AUTO_STAGED_MIN_BYTES: usize = 4 << 20;
 /// exactly `count` rows into pinned host memory). The staged copy moves the whole slot, so it
 /// wins only when the count nearly fills it: measured on an H200 from PyTorch at 8.4 MB,
 /// mapped moved 37.1 GB/s and the staged copy 42.8, which favours staged past 37.1 / 42.8 =
-/// 0.87 of the slot; below a few MB the copy's fixed cost (a second operation on the stream)
-/// outweighs the difference. `python/bench/bench.py` measures all three at every size.
+/// 0.87 of the slot (those rates include the host's enqueue and wait: python/PERF.md); below a
+/// few MB the copy's fixed cost (a second operation on the stream) outweighs the difference.
+/// `python/bench/bench.py` measures mapped and auto at every size and staged at the capacity.
 pub(crate) const AUTO_STAGED_MIN_FILL: f64 = 0.87;
 
 /// The rows from which an auto readback of `capacity` rows of `row_bytes` bytes goes staged.
