@@ -70,6 +70,7 @@ mod backoff;
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod ring;
+pub(crate) mod sized_copy;
 pub(crate) mod slots;
 pub(crate) mod spill;
 pub(crate) mod ticket;
