@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use srb::cudarc::driver::sys::{CUevent, CUstream};
 use srb::{
     ColumnReadback, ColumnReadout, ColumnSchema, ColumnSource, CountKind, RawCount, ReadbackConfig,
-    Transport,
+    StagedCopy, Transport,
 };
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -48,6 +48,27 @@ pub(crate) fn check_settings(
         }
     };
     Ok((capacity, slots as usize, device as i32, transport))
+}
+
+/// The staged transport's copy from its Python name: `"auto"`, `"whole"` or `"sized"`.
+pub(crate) fn check_staged_copy(copy: &str) -> PyResult<StagedCopy> {
+    match copy {
+        "auto" => Ok(StagedCopy::Auto),
+        "whole" => Ok(StagedCopy::Whole),
+        "sized" => Ok(StagedCopy::Sized),
+        c => Err(make_config(format!(
+            "staged_copy must be \"auto\", \"whole\" or \"sized\", not {c:?}"
+        ))),
+    }
+}
+
+/// The copy in use, as `info["staged_copy"]` and `.staged_copy` give it: `"whole"`,
+/// `"sized"`, or `None` (mapped: nothing is copied).
+pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
+    match c? {
+        StagedCopy::Sized => Some("sized"),
+        _ => Some("whole"),
+    }
 }
 
 /// A capacity in rows, from Python: at least 1 (readbacks and their `grow`).
@@ -266,7 +287,8 @@ pub struct Readback {
 #[pymethods]
 impl Readback {
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped"))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", staged_copy="auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         capacity: i64,
@@ -275,13 +297,16 @@ impl Readback {
         slots: i64,
         device: i64,
         transport: &str,
+        staged_copy: &str,
     ) -> PyResult<Self> {
         let (capacity, slots, device, transport) =
             check_settings(capacity, slots, device, transport)?;
+        let staged_copy = check_staged_copy(staged_copy)?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
-            .transport(transport);
+            .transport(transport)
+            .staged_copy(staged_copy);
         let (shared, schema, _restore) =
             open(py, device, &specs, |s| ColumnReadback::check(s, &config))?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
@@ -368,6 +393,12 @@ impl Readback {
     #[getter]
     fn transport(&self) -> &'static str {
         transport_name(self.rb.transport())
+    }
+    /// The staged transport's copy in use: `"sized"` (what the count needs, picked on the
+    /// device; CUDA 12.8+ drivers), `"whole"` (the whole slot), or `None` (mapped).
+    #[getter]
+    fn staged_copy(&self) -> Option<&'static str> {
+        staged_copy_name(self.rb.info().staged_copy)
     }
     /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
     /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
