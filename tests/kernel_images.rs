@@ -117,7 +117,11 @@ fn check_ptx(dirs: &[&str], max: (u32, u32)) {
         .flat_map(|d| files_under(d, |p| p.extension().is_some_and(|x| x == "ptx")))
         .map(|f| root().join(f))
         .collect();
-    assert_eq!(ptx.len(), 2 * dirs.len(), "compute_70 and compute_90 per unit");
+    assert_eq!(
+        ptx.len(),
+        2 * dirs.len(),
+        "compute_70 and compute_90 per unit"
+    );
     for p in ptx {
         let text = fs::read_to_string(&p).unwrap();
         let field = |key: &str| {

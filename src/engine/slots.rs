@@ -388,6 +388,17 @@ impl Slots {
         unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
     }
 
+    /// Sets every byte of every host slot to `byte`.
+    ///
+    /// # Safety
+    /// No readback of these slots is in flight or held (nothing writes or reads them).
+    #[cfg(feature = "testing")]
+    pub(crate) unsafe fn fill_host(&self, byte: u8) {
+        let len = self.layout.slot_stride() * self.num_slots;
+        // SAFETY: the host buffer holds every slot; per the contract nothing else uses it.
+        unsafe { std::ptr::write_bytes(self.host.host_ptr(), byte, len) };
+    }
+
     /// Whether slot `slot`'s trailer holds `seq` (Acquire: then everything the kernel stored
     /// before `seq`, after its system fence, is visible too).
     pub(crate) fn seq_visible(&self, slot: usize, seq: u64) -> bool {
