@@ -7,17 +7,19 @@ pub enum Transport {
     /// the `count` rows and the trailer cross the bus. The default.
     #[default]
     Mapped,
-    /// The kernel writes into a device-side slot, then one fixed-size device-to-host copy moves
-    /// the whole slot (capacity rows plus trailer) into pinned host memory. Costs a
-    /// capacity-sized copy; for hosts or setups where mapped memory is unavailable or slow.
+    /// The kernel writes into a device-side slot, then one device-to-host copy moves it into
+    /// pinned host memory: on CUDA 12.8+ drivers a copy of the rows the count needs (rounded up
+    /// to a power of two), chosen on the device; elsewhere, and for appends and buckets, the
+    /// whole slot ([`StagedCopy`]). For hosts or setups where mapped memory is unavailable or
+    /// slow, or where the host must not be written by the GPU's stores.
     Staged,
 }
 
 /// How the staged transport copies a slot to the host. Mapped readbacks copy nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum StagedCopy {
-    /// [`StagedCopy::Sized`] where the driver and the readback allow it, else
-    /// [`StagedCopy::Whole`]. The default.
+    /// [`StagedCopy::Sized`] where the driver and the readback allow it (and the driver
+    /// accepts its kernel image and graph), else [`StagedCopy::Whole`]. The default.
     #[default]
     Auto,
     /// One fixed-size copy of the whole slot (capacity rows of every column, and the trailer)

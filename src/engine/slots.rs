@@ -218,8 +218,18 @@ impl Slots {
                         SlotAt::Host { seq: 0, slot },
                     )
                 },
-            )?;
-            slots.sized = Some(sized);
+            );
+            match sized {
+                Ok(sized) => slots.sized = Some(sized),
+                // Auto promises a working readback: where the driver refuses the switch image
+                // or the graph, it takes the whole-slot copy, and `info()` says so.
+                Err(Error::Cuda { .. } | Error::SizedCopyUnavailable { .. })
+                    if cfg.staged_copy == StagedCopy::Auto =>
+                {
+                    slots.staged_copy = Some(StagedCopy::Whole)
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(slots)
     }
