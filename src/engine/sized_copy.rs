@@ -6,8 +6,8 @@
 //!
 //! Why one graph per slot, updated per enqueue, and not a graph per (slot, sources, count):
 //! a simulation may hand a different buffer to every enqueue, and a cache keyed on addresses
-//! would instantiate (hundreds of microseconds) on every miss and hold graphs for buffers long
-//! freed; `cuGraphExecKernelNodeSetParams` costs about as much as a launch, every time.
+//! would instantiate a graph on every miss and hold graphs for buffers long freed; the update
+//! is one `cuGraphExecKernelNodeSetParams` per enqueue, whatever the buffers.
 //!
 //! The slot layout stays the one every transport shares (columns, then the trailer), so the
 //! append header and the C API read the same bytes: a body holds one copy per column and one
