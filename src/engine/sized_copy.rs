@@ -83,6 +83,11 @@ impl SizedCopy {
         let classes: Vec<Vec<(usize, usize)>> = (0..size_classes(layout.capacity()))
             .map(|k| class_ranges(layout, k))
             .collect();
+        // The uploads go to a stream of their own, synchronized before the readback is handed
+        // out (the legacy stream would wait for, and hold up, the context's other work).
+        let upload = ctx
+            .new_stream()
+            .map_err(crate::error::Error::cuda("cuStreamCreate"))?;
         let mut graphs = Vec::with_capacity(num_slots);
         for slot in 0..num_slots {
             let base = slot * layout.slot_stride();
@@ -104,10 +109,23 @@ impl SizedCopy {
             let args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
             // SAFETY: the context is bound by the caller (Slots::new) and is the kernel's;
             // srb_pack_switch takes srb_pack_params then the handle; the copies lie inside the
-            // staging and host buffers, which the Slots that own this outlive it with.
-            let graph = unsafe { SwitchGraph::new(ctx.cu_ctx(), &kernel, shape, &args, &bodies)? };
+            // staging buffer and the host buffer (allocated device-mapped for this), which the
+            // Slots that own this outlive it with; `upload` is a stream of the context.
+            let graph = unsafe {
+                SwitchGraph::new(
+                    ctx.cu_ctx(),
+                    &kernel,
+                    shape,
+                    &args,
+                    &bodies,
+                    upload.cu_stream(),
+                )?
+            };
             graphs.push(graph);
         }
+        upload
+            .synchronize()
+            .map_err(crate::error::Error::cuda("cuStreamSynchronize"))?;
         Ok(SizedCopy { graphs })
     }
 

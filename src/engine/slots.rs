@@ -152,7 +152,9 @@ impl Slots {
             block: abi::SRB_PACK_THREADS,
             programmatic,
         };
-        let host = PinnedBuffer::new(ctx, total, mapped)?;
+        // A conditional body's copies may only reach device-mapped host memory (on devices
+        // with unified addressing all pinned memory is; the flag says so everywhere).
+        let host = PinnedBuffer::new(ctx, total, mapped || matches!(copy, CopyPlan::Sized { .. }))?;
         let staging = if mapped {
             None
         } else {

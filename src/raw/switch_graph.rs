@@ -145,20 +145,24 @@ impl Drop for GraphGuard {
 impl SwitchGraph {
     /// Builds `[kernel] -> SWITCH(bodies)`: `kernel` (with parameters `params`, then the
     /// conditional handle as its last parameter) sets the handle, whose default is the last
-    /// body; body `k` runs the copies `bodies[k]`, side by side. Instantiates and uploads it.
+    /// body; body `k` runs the copies `bodies[k]`, side by side. Instantiates it, and enqueues
+    /// its upload on `upload` (the caller synchronizes that stream).
     ///
     /// # Safety
     /// - `ctx` is current on this thread and is `kernel`'s context;
     /// - `params` point to the kernel's parameters but the last (the handle), each of its C
     ///   type; the kernel's last parameter is a `CUgraphConditionalHandle`;
-    /// - every copy's ranges stay valid (device memory of `ctx`, pinned host memory) for as
-    ///   long as the graph lives and is launched.
+    /// - every copy's ranges stay valid (device memory of `ctx`, pinned host memory mapped
+    ///   into the device, as conditional bodies require) for as long as the graph lives and is
+    ///   launched;
+    /// - `upload` is a live stream of `ctx`.
     pub(crate) unsafe fn new(
         ctx: CUcontext,
         kernel: &Kernel,
         shape: LaunchShape,
         params: &[*mut c_void],
         bodies: &[Vec<HostCopy>],
+        upload: CUstream,
     ) -> Result<Self> {
         let k = u32::try_from(bodies.len()).map_err(|_| Error::config("too many size classes"))?;
         assert!(k >= 1, "a switch needs at least one body");
@@ -244,14 +248,10 @@ impl SwitchGraph {
             shape,
             handle,
         };
-        // Uploaded now, so that the first readback's launch does not pay for it; the legacy
-        // stream is synchronized so nothing of the upload outlives construction.
-        // SAFETY: a live executable graph; the null stream is the context's legacy stream.
-        let status = unsafe { sys::cuGraphUpload(this.exec, std::ptr::null_mut()) };
+        // Uploaded now, so that the first readback's launch does not pay for it.
+        // SAFETY: a live executable graph; a live stream of its context, per the contract.
+        let status = unsafe { sys::cuGraphUpload(this.exec, upload) };
         check(status, "cuGraphUpload")?;
-        // SAFETY: as above.
-        let status = unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) };
-        check(status, "cuStreamSynchronize")?;
         Ok(this)
     }
 
