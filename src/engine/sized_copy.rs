@@ -106,7 +106,7 @@ impl SizedCopy {
                 })
                 .collect();
             let mut p = params(slot);
-            let args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
+            let param = (&mut p as *mut abi::srb_pack_params).cast::<c_void>();
             // SAFETY: the context is bound by the caller (Slots::new) and is the kernel's;
             // srb_pack_switch takes srb_pack_params then the handle; the copies lie inside the
             // staging buffer and the host buffer (allocated device-mapped for this), which the
@@ -116,7 +116,7 @@ impl SizedCopy {
                     ctx.cu_ctx(),
                     &kernel,
                     shape,
-                    &args,
+                    param,
                     &bodies,
                     upload.cu_stream(),
                 )?
@@ -141,9 +141,9 @@ impl SizedCopy {
         slot: usize,
         mut params: abi::srb_pack_params,
     ) -> Result<()> {
-        let args = [(&mut params as *mut abi::srb_pack_params).cast::<c_void>()];
-        // SAFETY: per the contract; one parameter of srb_pack_params before the handle.
-        unsafe { self.graphs[slot].launch(stream, &args) }
+        let param = (&mut params as *mut abi::srb_pack_params).cast::<c_void>();
+        // SAFETY: per the contract; srb_pack_switch takes srb_pack_params, then the handle.
+        unsafe { self.graphs[slot].launch(stream, param) }
     }
 }
 

@@ -143,15 +143,15 @@ impl Drop for GraphGuard {
 }
 
 impl SwitchGraph {
-    /// Builds `[kernel] -> SWITCH(bodies)`: `kernel` (with parameters `params`, then the
-    /// conditional handle as its last parameter) sets the handle, whose default is the last
+    /// Builds `[kernel] -> SWITCH(bodies)`: `kernel` (with its first parameter at `param`,
+    /// then the conditional handle, its second and last) sets the handle, whose default is the last
     /// body; body `k` runs the copies `bodies[k]`, side by side. Instantiates it, and enqueues
     /// its upload on `upload` (the caller synchronizes that stream).
     ///
     /// # Safety
     /// - `ctx` is current on this thread and is `kernel`'s context;
-    /// - `params` point to the kernel's parameters but the last (the handle), each of its C
-    ///   type; the kernel's last parameter is a `CUgraphConditionalHandle`;
+    /// - the kernel takes two parameters: the value `param` points to (of its C type), then a
+    ///   `CUgraphConditionalHandle`;
     /// - every copy's ranges stay valid (device memory of `ctx`, pinned host memory mapped
     ///   into the device, as conditional bodies require) for as long as the graph lives and is
     ///   launched;
@@ -160,7 +160,7 @@ impl SwitchGraph {
         ctx: CUcontext,
         kernel: &Kernel,
         shape: LaunchShape,
-        params: &[*mut c_void],
+        param: *mut c_void,
         bodies: &[Vec<HostCopy>],
         upload: CUstream,
     ) -> Result<Self> {
@@ -182,8 +182,7 @@ impl SwitchGraph {
         // SAFETY: a live graph of the current context; an out-pointer.
         let status = unsafe { handle_create(&mut handle, graph, ctx, k - 1, COND_ASSIGN_DEFAULT) };
         check(status, "cuGraphConditionalHandleCreate")?;
-        let mut args: Vec<*mut c_void> = params.to_vec();
-        args.push((&mut handle as *mut ConditionalHandle).cast());
+        let mut args = [param, (&mut handle as *mut ConditionalHandle).cast()];
         let kp = kernel_params(kernel, shape, &mut args);
         let mut kernel_node: CUgraphNode = std::ptr::null_mut();
         // SAFETY: per the contract for the parameters; kp and args live for the call, which
@@ -260,13 +259,12 @@ impl SwitchGraph {
     ///
     /// # Safety
     /// - the graph's context is current on this thread; `stream` is a live stream of it;
-    /// - `params` as for [`Self::new`], and everything they address stays valid until the
+    /// - `param` as for [`Self::new`], and everything it addresses stays valid until the
     ///   launch has run;
     /// - no other thread sets parameters or launches this graph at the same time.
-    pub(crate) unsafe fn launch(&self, stream: CUstream, params: &[*mut c_void]) -> Result<()> {
+    pub(crate) unsafe fn launch(&self, stream: CUstream, param: *mut c_void) -> Result<()> {
         let mut handle = self.handle;
-        let mut args: Vec<*mut c_void> = params.to_vec();
-        args.push((&mut handle as *mut ConditionalHandle).cast());
+        let mut args = [param, (&mut handle as *mut ConditionalHandle).cast()];
         let kp = kernel_params(&self.kernel, self.shape, &mut args);
         // SAFETY: a node of this executable graph, the same kernel; the driver copies the
         // parameters, which affect later launches only.
