@@ -367,8 +367,20 @@ fn bad_counts_keep_their_true_values() -> Result<()> {
         }
         // And the next readback of the same slots is whole again.
         roundtrip(&rb, &stream, &src, 777, |_| Ok(()))?;
+        // Grown to the count that did not fit: new slots, new graphs, the same copy.
+        rb.rb.grow(capacity + 50)?;
+        ensure!(rb.rb.info().staged_copy == Some(copy_of(copy)));
+        roundtrip(&rb, &stream, &src, capacity + 50, |_| Ok(()))?;
     }
     Ok(())
+}
+
+/// The copy a request gives a staged pack of one bucket on this driver.
+fn copy_of(request: StagedCopy) -> StagedCopy {
+    match request {
+        StagedCopy::Auto => auto_copy(),
+        other => other,
+    }
 }
 
 fn many_enqueues_across_slots() -> Result<()> {
