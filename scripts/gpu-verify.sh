@@ -40,6 +40,11 @@ fail=0
 export SRB_COMMIT="${SRB_COMMIT:-$(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # Tests that read the repository's files find them here, not at the build machine's path.
 export SRB_SOURCE_DIR="$PWD"
+# The Fortran tests (test-fortran) and the Fortran seed: the host's gfortran, nvcc and the
+# staged C library.
+export FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}"
+export NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+export SRB_LIBDIR="${SRB_LIBDIR:-$PWD/.gpu-capi}"
 # NVRTC (the left_box example, the append tests) from the toolkit.
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 step() { # step NAME COMMAND...: runs it, logs to $work/NAME.log, records the verdict
@@ -88,10 +93,8 @@ for ph in "${phases[@]}"; do
     soak)
       step soak .gpu/bin/example-soak --readbacks "${SOAK_READBACKS:-1000000}" ;;
     capi)
-      export NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
       step seed-capi bash scripts/build-seed-capi.sh --run .gpu-capi "$work/seed_capi"
-      step seed-fortran env FC="${FC:-$(command -v gfortran-13 || command -v gfortran || echo gfortran-13)}" \
-        bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
+      step seed-fortran bash scripts/build-seed-fortran.sh --run .gpu-capi "$work/seed_fortran" ;;
     sanitize)
       [ -d "$work/pysite" ] || step py-install python3 -m pip install --no-deps --no-index --target "$work/pysite" .gpu/wheels/sized_readback-*.whl
       step sanitize env OUT="$work" SRB_PYTHONPATH="$work/pysite" SANITIZE_BUDGET_S="${SANITIZE_BUDGET_S:-170}" bash scripts/sanitize.sh ;;

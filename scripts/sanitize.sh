@@ -21,8 +21,9 @@
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck synccheck initcheck")
 #   SANITIZE_PACK_FILTER  test-name filter of the pack run (default: pack::, all its tests)
 #   SANITIZE_APPEND_FILTER, RACECHECK_APPEND_FILTER  the same for the append run
-#   RACECHECK_SOAK_READBACKS, RACECHECK_PACK_FILTER, RACECHECK_BUCKETS_FILTER  racecheck's
-#                      smaller soak and its test filters for the pack and buckets runs
+#   RACECHECK_SOAK_READBACKS, RACECHECK_PACK_FILTER, RACECHECK_BUCKETS_FILTER,
+#   RACECHECK_EMBEDDING_FILTER  racecheck's smaller soak and its test filters for the pack,
+#                      buckets and embedding runs (its Python subset: py_racecheck_tests)
 #   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
 #                      are reported as not run
 # The device-fault tests (test-gpu's reliability::faults) are skipped: they plant an illegal
@@ -108,12 +109,26 @@ capi_skip=(--skip fault)
 # through other frameworks; their runtimes under instrumentation exceed the per-run time), nor
 # the fault test (a planted fault).
 py_tests=(python/tests/test_gpu_torch.py python/tests/test_gpu_graph.py python/tests/test_gpu_cupy.py)
+# Under racecheck (whose shared-memory instrumentation made the whole subset run past the
+# per-run time): the paths with shared memory in their kernels, the appends (a RawKernel
+# appending through the header) and a graph replay, and one pack of mixed columns.
+py_racecheck_tests=(
+  python/tests/test_gpu_cupy.py::test_the_append_example
+  python/tests/test_gpu_cupy.py::test_append_context_manager_and_cancel
+  python/tests/test_gpu_graph.py::test_graph_replays_with_replays_in_flight
+  python/tests/test_gpu_torch.py::test_columns_of_mixed_dtypes
+)
 python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying why not
   if [ -z "${SRB_PYTHONPATH:-}" ]; then
     echo "$1 python: NOT RUN (SRB_PYTHONPATH unset: no installed package)" | tee -a "$summary"
     touch "$logs/FAILED"; return
   fi
-  (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${py_tests[@]}")
+  local tests=("${py_tests[@]}")
+  [ "$1" = racecheck ] && tests=("${py_racecheck_tests[@]}")
+  # The tests' leftovers collected and the frameworks' pools emptied before the exit
+  # (conftest.py), so that memcheck's leak check reports only what was really left allocated.
+  (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" SRB_RELEASE_AT_EXIT=1 \
+    run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${tests[@]}")
 }
 
 # One sequence of runs per tool; the tools run at the same time (separate processes and
@@ -139,7 +154,11 @@ for tool in $tools; do
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
       # Bucketed appends stage rows per bucket in shared memory (BlockAppendTo).
       run buckets "$tool" clean -- "$bin/test-gpu" --test-threads=1 ${RACECHECK_BUCKETS_FILTER:-buckets::append_into_buckets}
-      SIZED_READBACK_PDL=0 run embedding "$tool" clean -- "$bin/test-gpu" embedding:: --test-threads=1
+      # Embedding's shortest graph replays (the device-sequenced pack, 7 replays); its column
+      # tests run the same pack kernel as pack's above. The whole subject, and its seed-loop
+      # replay test alone, ran past the per-run time.
+      SIZED_READBACK_PDL=0 run embedding "$tool" clean -- "$bin/test-gpu" --test-threads=1 \
+        ${RACECHECK_EMBEDDING_FILTER:-embedding::graph_overrun_is_detected}
       SIZED_READBACK_PDL=0 run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}" --test-threads=1
       SIZED_READBACK_PDL=0 python_run "$tool"
     else

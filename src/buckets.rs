@@ -72,9 +72,9 @@ impl BucketReadback {
     pub fn slots(&self) -> usize {
         self.engine.slots().num_slots()
     }
-    /// The slot layout.
-    pub fn layout(&self) -> &SlotLayout {
-        self.engine.slots().layout()
+    /// The slot layout (a copy, as every readback type's `layout()`).
+    pub fn layout(&self) -> SlotLayout {
+        self.engine.slots().layout().clone()
     }
 
     /// Enqueues the readback of every bucket on `stream`: bucket b's rows are rows

@@ -119,12 +119,13 @@ impl ReadbackConfig {
         self.programmatic_launch = Some(on);
         self
     }
-    /// Caps the blocks of one pack launch.
+    /// Caps the blocks of one pack launch (at least 1: 0 is refused at construction).
     pub fn max_blocks(mut self, blocks: u32) -> Self {
         self.max_blocks = Some(blocks);
         self
     }
-    /// Sets the rows of an append readback's spill region per slot (0: none).
+    /// Sets the rows of an append readback's spill region per slot (0: none). Pack readbacks
+    /// have no spill region and refuse more than 0 rows at construction.
     pub fn spill(mut self, rows: usize) -> Self {
         self.spill = Some(rows);
         self

@@ -65,6 +65,11 @@ use std::time::{Duration, Instant};
 
 /// A readback that can be recorded into a CUDA graph and replayed; see
 /// [`GraphReadback::next`] for how replays are consumed. `Send` and `Sync`.
+///
+/// Dropping the last handle synchronizes its context (`cuCtxSynchronize`): replays record no
+/// event, so only that says no replay still writes the slots it frees. Drop it while no stream
+/// of the context is capturing, in any thread: the driver refuses the synchronization then, and
+/// invalidates that capture.
 #[derive(Debug)]
 pub struct GraphReadback {
     engine: DeviceEngine,

@@ -59,6 +59,27 @@ fn settings_are_checked_without_a_driver() {
         "BucketReadback",
     );
     refused(
+        ColumnReadback::check(&schema, &good.clone().spill(64)),
+        "a spill on a pack",
+        "only append readbacks",
+    );
+    refused(
+        BucketReadback::check(&schema, &good.clone().buckets(4).spill(64)),
+        "a spill on a bucket pack",
+        "only append readbacks",
+    );
+    ColumnReadback::check(&schema, &good.clone().spill(0)).unwrap();
+    refused(
+        ColumnReadback::check(&schema, &good.clone().max_blocks(0)),
+        "no blocks",
+        "at least one block",
+    );
+    refused(
+        AppendReadback::check(&schema, &good.clone().max_blocks(0)),
+        "no blocks for an append readback's pack",
+        "at least one block",
+    );
+    refused(
         BucketReadback::check(&schema, &good.clone().buckets(257)),
         "257 buckets",
         "1 to 256 buckets",

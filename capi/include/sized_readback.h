@@ -435,7 +435,8 @@ const char *srb_last_error(void);
 // After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 // that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`
 // (< 0: no limit), and stores their number in `*count_out`. Then `srb_spill_data` gives
-// each column's spilled rows, valid until `srb_release(rb, seq)`.
+// each column's spilled rows, valid until `srb_release(rb, seq)`. A second call for the same
+// `seq` fetches nothing: it waits for the first fetch and gives its count again.
 //
 // # Safety
 // `rb` is a live handle; `stream` a live stream of its context; `count_out` writable.

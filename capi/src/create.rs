@@ -322,7 +322,7 @@ pub unsafe extern "C" fn srb_create_buckets(
         } else {
             BucketReadback::check(&schema, &config)?;
             if spill > 0 {
-                return Err(invalid(
+                return Err(invalid_config(
                     "spill needs SRB_FLAG_APPEND: a bucket pack copies nothing past a bucket's \
                      capacity, so it has no spill region",
                 ));
@@ -432,8 +432,10 @@ mod tests {
         assert!(out.is_null());
     }
 
-    /// Each create function takes only its own flags, and a spill only where append kernels
-    /// can spill; both are refused before the device is opened (the same answer without a GPU).
+    /// Each create function takes only its own flags (a flag it does not take is a bad
+    /// argument), and a spill only where append kernels can spill (settings that do not go
+    /// together are a bad configuration); both are refused before the device is opened (the
+    /// same answer without a GPU).
     #[test]
     fn create_functions_take_only_their_flags() {
         let sizes = [8usize];
@@ -453,9 +455,9 @@ mod tests {
         assert_eq!(code, SRB_ERR_INVALID_ARGUMENT, "{}", last_error());
         // SAFETY: as above.
         let code = unsafe { srb_create_buckets(0, 4, 16, 8, 2, 1, sizes.as_ptr(), 0, &mut out) };
-        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        assert_eq!(code, SRB_ERR_INVALID_CONFIG);
         assert!(
-            last_error().starts_with("spill needs SRB_FLAG_APPEND"),
+            last_error().contains("spill needs SRB_FLAG_APPEND"),
             "{}",
             last_error()
         );

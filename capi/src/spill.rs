@@ -14,7 +14,8 @@ use std::time::Instant;
 /// After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 /// that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`
 /// (< 0: no limit), and stores their number in `*count_out`. Then `srb_spill_data` gives
-/// each column's spilled rows, valid until `srb_release(rb, seq)`.
+/// each column's spilled rows, valid until `srb_release(rb, seq)`. A second call for the same
+/// `seq` fetches nothing: it waits for the first fetch and gives its count again.
 ///
 /// # Safety
 /// `rb` is a live handle; `stream` a live stream of its context; `count_out` writable.
@@ -36,6 +37,15 @@ pub unsafe extern "C" fn srb_fetch_spill(
             return Err(invalid("srb_fetch_spill needs an append readback"));
         }
         let held = held_of(h, seq)?;
+        // A second fetch for the same seq returns the first one's rows: fetching again would
+        // free the rows that pointers from `srb_spill_data` still address.
+        let earlier = held.spill().and_then(|spill| lock(spill).clone());
+        if let Some(t) = earlier {
+            let n = wait_spill(&t, timeout_ns)?;
+            // SAFETY: per the contract.
+            unsafe { *count_out = n as u64 };
+            return Ok(SRB_OK);
+        }
         let stream = stream_of(stream);
         let fetched = match &*held {
             // SAFETY: a live stream, per the contract; checked to be of the context.
@@ -50,16 +60,21 @@ pub unsafe extern "C" fn srb_fetch_spill(
         }
         let n = match &fetched {
             None => 0,
-            Some(t) => match deadline(timeout_ns) {
-                None => t.wait()?.count(),
-                Some(d) => t
-                    .wait_timeout(d.saturating_duration_since(Instant::now()))?
-                    .count(),
-            },
+            Some(t) => wait_spill(t, timeout_ns)?,
         };
         // SAFETY: per the contract.
         unsafe { *count_out = n as u64 };
         Ok(SRB_OK)
+    })
+}
+
+/// Waits for a fetched spill (at most `timeout_ns`; < 0: no limit) and gives its row count.
+fn wait_spill(t: &ColumnTicket, timeout_ns: i64) -> Result<usize, Failure> {
+    Ok(match deadline(timeout_ns) {
+        None => t.wait()?.count(),
+        Some(d) => t
+            .wait_timeout(d.saturating_duration_since(Instant::now()))?
+            .count(),
     })
 }
 

@@ -701,7 +701,19 @@ fn capi_append() -> Result<()> {
             "fetch_spill: {code} {spilled} {}",
             last_error()
         );
-        rows.extend(slice(capi::srb_spill_data(rb, seq, 0), spilled));
+        let spill_rows = capi::srb_spill_data(rb, seq, 0);
+        // A second fetch gives the first one's rows back: its pointer stays valid.
+        let mut again = 0;
+        let code = capi::srb_fetch_spill(rb, seq, raw, -1, &mut again);
+        ensure!(
+            code == capi::SRB_OK && again == 500,
+            "second fetch_spill: {code} {again}"
+        );
+        ensure!(
+            capi::srb_spill_data(rb, seq, 0) == spill_rows,
+            "a second fetch kept the first fetch's rows"
+        );
+        rows.extend(slice(spill_rows, spilled));
         rows.sort_unstable();
         ensure!(rows == want(5500, 5), "slot + spill rows");
         ensure!(capi::srb_release(rb, seq) == capi::SRB_OK);

@@ -128,25 +128,27 @@ impl Slots {
             .saturating_mul(layout.capacity())
             .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
         // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
-        // producer (griddepcontrol.wait), which it is compiled with for compute_90 and newer
-        // only: a binary built without sm_90 (SIZED_READBACK_CUDA_ARCHS=80) runs on an H200 as
-        // compute_80 PTX without the wait. CU_FUNC_ATTRIBUTE_PTX_VERSION says which. A
-        // device-sequenced pack never uses it (`plan` refuses it).
+        // producer (griddepcontrol.wait), which its source holds for compute_90 and newer only;
+        // the driver loads the sm_70 to sm_80 images on older GPUs, which have no such launch.
+        // CU_FUNC_ATTRIBUTE_PTX_VERSION says which image was loaded. A device-sequenced pack
+        // never uses it (`plan` refuses it).
         let pack_waits = pack.ptx_version()? >= 90;
-        let programmatic =
-            match cfg.programmatic_launch {
-                Some(true) if !pack_waits => return Err(Error::config(
-                    "programmatic launch needs the pack kernel compiled for compute_90 or newer \
-                     (rebuild with 90 in SIZED_READBACK_CUDA_ARCHS)",
-                )),
-                Some(on) => on,
-                None => {
-                    !device_sequenced
-                        && major >= 9
-                        && pack_waits
-                        && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
-                }
-            };
+        let programmatic = match cfg.programmatic_launch {
+            Some(true) if !pack_waits => {
+                return Err(Error::config(
+                    "programmatic launch needs a GPU of compute capability 9.0 or newer (the \
+                     pack kernel this GPU loaded was compiled for an older one, without the \
+                     wait for the producer)",
+                ))
+            }
+            Some(on) => on,
+            None => {
+                !device_sequenced
+                    && major >= 9
+                    && pack_waits
+                    && std::env::var_os("SIZED_READBACK_PDL").is_none_or(|v| v != "0")
+            }
+        };
         let shape = LaunchShape {
             grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
             block: abi::SRB_PACK_THREADS,
@@ -294,6 +296,11 @@ impl Slots {
         if device_sequenced && cfg.buckets > 1 {
             return Err(Error::config(
                 "graph readbacks have one bucket: use a ticket-based bucketed readback",
+            ));
+        }
+        if cfg.max_blocks == Some(0) {
+            return Err(Error::config(
+                "max_blocks(0): a pack launch needs at least one block",
             ));
         }
         if cfg.slots > u32::MAX as usize {

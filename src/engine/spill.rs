@@ -120,6 +120,7 @@ impl SpillRegion {
                 let mut cfg = cfg.clone();
                 cfg.capacity = self.rows;
                 cfg.slots = self.fetch_slots;
+                cfg.spill = None;
                 let e = HostEngine::packs(
                     ctx,
                     self.layout.elem_sizes(),

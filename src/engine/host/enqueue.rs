@@ -85,7 +85,8 @@ impl HostEngine {
         // An error cudarc stashed before this call is not this call's: set it aside, and put it
         // back afterwards for whichever cudarc call reports it next.
         let earlier = slots.context().check_err();
-        let ticket = {
+        // A closure, so that an early error below still reaches the restore after it.
+        let ticket = (|| -> Result<TicketCore> {
             // The guards make `stream` wait for earlier cudarc writes now, and record this read
             // when they drop, after the launch.
             let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 2] = Default::default();
@@ -124,11 +125,12 @@ impl HostEngine {
                 kind: K::KIND,
                 lens: Lens::of(sources),
             };
-            TicketCore::new(self.clone(), lease, fill)
-        };
+            Ok(TicketCore::new(self.clone(), lease, fill))
+        })();
         // The guards recorded their events as they dropped; cudarc stashes a failure there.
         let ours = slots.context().check_err();
         slots.context().record_err(earlier);
+        let ticket = ticket?;
         ours.map_err(Error::cuda(
             "cuEventRecord (cudarc's tracking of a source buffer)",
         ))?;
