@@ -120,6 +120,16 @@ impl PinnedBuffer {
     }
 }
 
+/// Loads the switch image set (the staged sized copy's `srb_pack_switch`, which needs a CUDA
+/// 12.8 driver) into `ctx`, as a sized readback does, and says which image it loaded and the
+/// PTX version its kernel was compiled from: a load the driver refuses fails here with the
+/// driver's own error, apart from building the graphs.
+pub fn load_switch_image(ctx: &Arc<CudaContext>) -> Result<(KernelImage, i32)> {
+    let (m, image) = module::Module::load_set(ctx, &images::SWITCH)?;
+    let ptx = m.function(c"srb_pack_switch")?.ptx_version()?;
+    Ok((image, ptx))
+}
+
 /// Sets every byte of `rb`'s host slots to `byte`, so that a test can tell which bytes a
 /// staged copy wrote.
 ///

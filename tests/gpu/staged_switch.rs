@@ -7,16 +7,17 @@
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use sized_readback::cudarc::driver::sys;
-use sized_readback::testing::{column_capacity_bytes, fill_host_slots};
+use sized_readback::testing::{column_capacity_bytes, fill_host_slots, load_switch_image};
 use sized_readback::{
     AppendReadback, BucketReadback, Column, ColumnReadback, ColumnReadout, ColumnSchema, Error,
-    ReadbackConfig, Source, StagedCopy, Transport,
+    KernelImage, ReadbackConfig, Source, StagedCopy, Transport,
 };
 use std::sync::Arc;
 use test_support::check::as_bytes;
 use test_support::{SubjectContext, Test};
 
 pub const TESTS: &[Test] = test_support::tests![
+    the_switch_image_loads,
     each_readback_reports_its_copy,
     every_class_boundary_for_one_to_three_columns,
     rows_past_the_class_are_not_copied,
@@ -178,6 +179,27 @@ fn class_boundaries(capacity: usize) -> Vec<usize> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// The sized copy's kernel image loads on its own (its `cudaGraphSetConditional` is resolved by
+/// the driver at load), the image this device is served from every set, with or without
+/// `CUDA_FORCE_PTX_JIT` (then the PTX, ISA 8.7, is JIT-compiled).
+fn the_switch_image_loads() -> Result<()> {
+    if !driver_has_conditionals() {
+        return Ok(()); // the library never loads it on such a driver
+    }
+    let ctx = ctx();
+    let (image, ptx) = load_switch_image(&ctx)?;
+    let library = KernelImage::for_context(&ctx)?;
+    ensure!(
+        (image.kind(), image.arch()) == (library.kind(), library.arch()),
+        "switch set {image}, library set {library}"
+    );
+    ensure!(
+        ptx == image.arch() as i32,
+        "srb_pack_switch was compiled from compute_{ptx}, the image is {image}"
+    );
+    Ok(())
 }
 
 fn each_readback_reports_its_copy() -> Result<()> {
