@@ -8,7 +8,9 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::{DeviceBuffer, Kernel, Kernels, PinnedBuffer};
-use sized_readback::{LaunchShape, RawCount, Readback, ReadbackConfig, Transport, WaitMode};
+use sized_readback::{
+    LaunchShape, RawCount, Readback, ReadbackConfig, StagedCopy, Transport, WaitMode,
+};
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,16 +136,44 @@ fn main() {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_millis(800))
         .configure_from_args();
+    // "staged" copies the whole slot (as it measured before the sized copy existed),
+    // "staged_sized" what the count needs (a driver of CUDA 12.8+; elsewhere it is the whole
+    // slot again, as StagedCopy::Auto falls back).
     let transports = [
-        ("mapped_trailer", Transport::Mapped, WaitMode::Trailer),
-        ("mapped_event", Transport::Mapped, WaitMode::Event),
-        ("staged", Transport::Staged, WaitMode::Event),
+        (
+            "mapped_trailer",
+            Transport::Mapped,
+            WaitMode::Trailer,
+            StagedCopy::Auto,
+        ),
+        (
+            "mapped_event",
+            Transport::Mapped,
+            WaitMode::Event,
+            StagedCopy::Auto,
+        ),
+        (
+            "staged",
+            Transport::Staged,
+            WaitMode::Event,
+            StagedCopy::Whole,
+        ),
+        (
+            "staged_sized",
+            Transport::Staged,
+            WaitMode::Event,
+            StagedCopy::Auto,
+        ),
     ];
     for cap in [M, 16 * M] {
         let rbs: Vec<(&str, Readback<f64>)> = transports
             .iter()
-            .map(|&(name, t, w)| {
-                let cfg = ReadbackConfig::new(cap).slots(2).transport(t).wait(w);
+            .map(|&(name, t, w, copy)| {
+                let cfg = ReadbackConfig::new(cap)
+                    .slots(2)
+                    .transport(t)
+                    .wait(w)
+                    .staged_copy(copy);
                 (
                     name,
                     Readback::<f64>::with_config(&rig.ctx, cfg).expect("readback"),

@@ -26,6 +26,16 @@
 
 #define SRB_DEVICE __device__ __forceinline__
 
+// The switch image set (csrc/switch/) compiles this file again with SRB_PACK_SWITCH defined:
+// its `srb_pack_switch` takes a CUDA graph conditional handle after the parameters and, from
+// block 0's thread 0, sets the staged copy's size class (SRB_PACK_SET_CLASS). Undefined here,
+// so the library set's kernels are exactly as before.
+#ifndef SRB_PACK_SWITCH
+#define SRB_PACK_NAME srb_pack
+#define SRB_PACK_EXTRA_PARAMS
+#define SRB_PACK_SET_CLASS(copy_n)
+#endif
+
 // Copies of at most this many bytes (all columns together) use one block.
 #define SRB_PACK_SINGLE_BLOCK_BYTES (8 * SRB_BYTES_PER_BLOCK)
 
@@ -102,7 +112,7 @@ SRB_DEVICE void srb_copy(unsigned char* dst, const unsigned char* src, uint64_t 
         srb_copy_words<uint8_t>(dst, src, nbytes, tid, stride);
 }
 
-extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const srb_pack_params p) {
+extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) SRB_PACK_NAME(const srb_pack_params p SRB_PACK_EXTRA_PARAMS) {
     __shared__ srb::detail::SlotChoice s_choice;
     srb_wait_for_producer();
 
@@ -115,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const sr
         row_bytes += p.columns[c].elem_size;
     }
     const uint64_t copy_n = status == SRB_STATUS_OK ? n : 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0) SRB_PACK_SET_CLASS(copy_n);
 
     // Blocks past `active` have nothing to copy and leave at once.
     // Up to SRB_PACK_SINGLE_BLOCK_BYTES one block does it all: it then needs one system fence
@@ -157,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack(const sr
                          sync, p.seq_counter, p.ring_ctl);
 }
 
+#ifndef SRB_PACK_SWITCH
 // The bucket pack: k buckets of device data the user already partitioned (k counts and k rising
 // offsets into every column's source). Every block checks every bucket (one thread per bucket)
 // so all agree on the status; on an error nothing is copied and the bucket table names the first
@@ -259,3 +271,4 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
     srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), s_sum[0], copied, status,
                          sync, 0, 0);
 }
+#endif  // SRB_PACK_SWITCH

@@ -7,10 +7,31 @@ pub enum Transport {
     /// the `count` rows and the trailer cross the bus. The default.
     #[default]
     Mapped,
-    /// The kernel writes into a device-side slot, then one fixed-size device-to-host copy moves
-    /// the whole slot (capacity rows plus trailer) into pinned host memory. Costs a
-    /// capacity-sized copy; for hosts or setups where mapped memory is unavailable or slow.
+    /// The kernel writes into a device-side slot, then one device-to-host copy moves it into
+    /// pinned host memory: on CUDA 12.8+ drivers a copy of the rows the count needs (rounded up
+    /// to a power of two), chosen on the device; elsewhere, and for appends and buckets, the
+    /// whole slot ([`StagedCopy`]). For hosts or setups where mapped memory is unavailable or
+    /// slow, or where the host must not be written by the GPU's stores.
     Staged,
+}
+
+/// How the staged transport copies a slot to the host. Mapped readbacks copy nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StagedCopy {
+    /// [`StagedCopy::Sized`] where the driver and the readback allow it (and the driver
+    /// accepts its kernel image and graph), else [`StagedCopy::Whole`]. The default.
+    #[default]
+    Auto,
+    /// One fixed-size copy of the whole slot (capacity rows of every column, and the trailer)
+    /// after the pack: works on every driver, costs the capacity's bytes whatever the count.
+    Whole,
+    /// The copy's size follows the count, chosen on the device: each slot has a CUDA graph of
+    /// the pack and a SWITCH node whose body `k` copies `min(2^k, capacity)` rows of every
+    /// column and the trailer, and the pack picks the body. Needs a driver of CUDA 12.8 or
+    /// newer (graph conditionals set from a kernel); packs of one bucket only (appends and
+    /// bucket packs copy the whole slot). Asked for where it is unavailable, creation fails
+    /// with [`crate::Error::SizedCopyUnavailable`].
+    Sized,
 }
 
 /// How a ticket waits for its readback.
@@ -58,6 +79,9 @@ pub struct ReadbackConfig {
     /// Buckets of one slot (e.g. one per MPI neighbour), 1 to [`crate::MAX_BUCKETS`]: each has
     /// its own `capacity` rows of every column, and its own count. 1: an ordinary readback.
     pub buckets: usize,
+    /// Staged transport: how the slot is copied to the host (see [`StagedCopy`]); ignored by
+    /// the mapped transport. [`crate::ReadbackInfo::staged_copy`] says which copy is in use.
+    pub staged_copy: StagedCopy,
 }
 
 impl ReadbackConfig {
@@ -72,6 +96,7 @@ impl ReadbackConfig {
             max_blocks: None,
             spill: None,
             buckets: 1,
+            staged_copy: StagedCopy::Auto,
         }
     }
     /// Sets the number of slots.
@@ -103,6 +128,11 @@ impl ReadbackConfig {
     /// have no spill region and refuse more than 0 rows at construction.
     pub fn spill(mut self, rows: usize) -> Self {
         self.spill = Some(rows);
+        self
+    }
+    /// Sets how the staged transport copies a slot.
+    pub fn staged_copy(mut self, copy: StagedCopy) -> Self {
+        self.staged_copy = copy;
         self
     }
     /// Sets the number of buckets; `capacity` is then the rows of each bucket.

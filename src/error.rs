@@ -57,6 +57,16 @@ pub enum Error {
         /// What does not match.
         reason: String,
     },
+    /// [`crate::StagedCopy::Sized`] was asked for where it cannot be had: a driver older than
+    /// CUDA 12.8 (no graph conditionals set from a kernel), or a readback whose slots the pack
+    /// of one bucket does not fill (appends, bucket packs), or the mapped transport.
+    #[error(
+        "the staged transport's sized copy is unavailable: {reason}; use StagedCopy::Auto or Whole"
+    )]
+    SizedCopyUnavailable {
+        /// Why: the driver's version, or the kind of readback.
+        reason: String,
+    },
     /// A ticket-based enqueue was given a stream that is capturing a CUDA graph. Its pack would
     /// replay with a frozen slot and sequence number long after the ticket is gone: record a
     /// [`crate::GraphReadback`] instead.

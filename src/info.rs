@@ -1,5 +1,5 @@
 //! What a readback is, in one value: [`ReadbackInfo`].
-use crate::config::{Transport, WaitMode};
+use crate::config::{StagedCopy, Transport, WaitMode};
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
 use cudarc::driver::CudaContext;
@@ -35,6 +35,9 @@ pub struct ReadbackInfo {
     pub spill_capacity: usize,
     /// How the slots reach the host.
     pub transport: Transport,
+    /// Staged transport: the copy in use, [`StagedCopy::Whole`] or [`StagedCopy::Sized`] (never
+    /// [`StagedCopy::Auto`]); `None` for the mapped transport, which copies nothing.
+    pub staged_copy: Option<StagedCopy>,
     /// The wait mode in effect (never [`WaitMode::Auto`]).
     pub wait_mode: WaitMode,
     /// Where each column, the bucket table and the trailer sit in a slot.

@@ -80,7 +80,7 @@ pub mod testing;
 pub use append::{AppendDesc, AppendReadback, AppendTicket, PendingAppend};
 pub use buckets::BucketReadback;
 pub use columns::ColumnReadback;
-pub use config::{ReadbackConfig, Transport, WaitMode};
+pub use config::{ReadbackConfig, StagedCopy, Transport, WaitMode};
 pub use cudarc;
 pub use element::{CountKind, CountType, Element};
 pub use error::{Error, Result};

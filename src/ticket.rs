@@ -81,6 +81,12 @@ impl<'a> ColumnReadout<'a> {
         ColumnReadout { view, schema }
     }
 
+    /// The view of the slot (test support reads past the count through it).
+    #[cfg(feature = "testing")]
+    pub(crate) fn view(&self) -> &SlotView<'a> {
+        &self.view
+    }
+
     /// The count the device held (rows in every column).
     pub fn count(&self) -> usize {
         self.view.rows()

@@ -52,6 +52,7 @@ fn every_source_hashes_as_when_the_images_were_made() {
     let is_file = |p: &Path| p.is_file();
     let mut sources = files_under("csrc", is_file);
     sources.extend(files_under("csrc/testing", is_file));
+    sources.extend(files_under("csrc/switch", is_file));
     sources.extend(files_under("include/sized_readback", is_file));
     assert_eq!(
         recorded, sources,
@@ -71,7 +72,7 @@ fn every_source_hashes_as_when_the_images_were_made() {
 fn every_generated_file_hashes_as_recorded() {
     let outputs = manifest("output");
     let recorded: BTreeSet<String> = outputs.iter().map(|f| f[1].clone()).collect();
-    for dir in ["kernels/library", "kernels/testing"] {
+    for dir in ["kernels/library", "kernels/testing", "kernels/switch"] {
         for f in files_under(dir, |_| true) {
             assert!(
                 recorded.contains(&f),
@@ -83,6 +84,7 @@ fn every_generated_file_hashes_as_recorded() {
         "src/raw/generated/slot_abi.rs",
         "src/raw/generated/images.rs",
         "kernels/library/sm_90.cubin",
+        "kernels/switch/sm_90.cubin",
     ] {
         assert!(recorded.contains(needed), "kernels/MANIFEST lacks {needed}");
     }
@@ -97,15 +99,29 @@ fn every_generated_file_hashes_as_recorded() {
 }
 
 /// The PTX is what an R525 driver (CUDA 12.0) can JIT: `.version` 8.0 at most, and for the
-/// virtual architecture its name says.
+/// virtual architecture its name says. The switch set (the staged sized copy), which the
+/// library loads only on CUDA 12.8+ drivers, may use PTX ISA 8.7 (NVRTC 12.8).
 #[test]
 fn committed_ptx_is_for_drivers_from_r525() {
-    let ptx: Vec<PathBuf> = ["kernels/library", "kernels/testing"]
+    check_ptx(&["kernels/library", "kernels/testing"], (8, 0));
+}
+
+#[test]
+fn switch_ptx_is_for_drivers_from_r570() {
+    check_ptx(&["kernels/switch"], (8, 7));
+}
+
+fn check_ptx(dirs: &[&str], max: (u32, u32)) {
+    let ptx: Vec<PathBuf> = dirs
         .iter()
         .flat_map(|d| files_under(d, |p| p.extension().is_some_and(|x| x == "ptx")))
         .map(|f| root().join(f))
         .collect();
-    assert_eq!(ptx.len(), 4, "compute_70 and compute_90 for both units");
+    assert_eq!(
+        ptx.len(),
+        2 * dirs.len(),
+        "compute_70 and compute_90 per unit"
+    );
     for p in ptx {
         let text = fs::read_to_string(&p).unwrap();
         let field = |key: &str| {
@@ -117,8 +133,8 @@ fn committed_ptx_is_for_drivers_from_r525() {
         let (major, minor) = version.split_once('.').unwrap();
         let v: (u32, u32) = (major.parse().unwrap(), minor.parse().unwrap());
         assert!(
-            v <= (8, 0),
-            "{}: PTX .version {version}, newer than CUDA 12.0 JITs",
+            v <= max,
+            "{}: PTX .version {version}, newer than {max:?}",
             p.display()
         );
         let stem = p

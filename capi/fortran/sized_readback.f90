@@ -108,6 +108,9 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_ERR_UNSUPPORTED_DEVICE = -24
   !> A device buffer holds fewer values than the readback reads (counts, offsets).
   integer(c_int), parameter, public :: SRB_ERR_BUFFER_TOO_SHORT = -25
+  !> SRB_FLAG_STAGED_SIZED where the sized copy is unavailable (a driver older than CUDA 12.8,
+  !> or an append or bucketed readback).
+  integer(c_int), parameter, public :: SRB_ERR_SIZED_COPY_UNAVAILABLE = -26
   !> A Rust panic was caught at the boundary (a bug; please report it).
   integer(c_int), parameter, public :: SRB_ERR_PANIC = -100
   !> srb_create flag: the staged transport (device slot, then one copy), not mapped memory.
@@ -116,6 +119,16 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_FLAG_GRAPH = 2
   !> srb_create_buckets flag: the buckets are filled by append kernels (srb_append_begin).
   integer(c_int), parameter, public :: SRB_FLAG_APPEND = 4
+  !> With SRB_FLAG_STAGED: always copy the whole slot.
+  integer(c_int), parameter, public :: SRB_FLAG_STAGED_WHOLE = 8
+  !> With SRB_FLAG_STAGED: the copy's size follows the count (CUDA 12.8+ drivers), or an error.
+  integer(c_int), parameter, public :: SRB_FLAG_STAGED_SIZED = 16
+  !> srb_staged_copy: mapped, nothing copied (or a null handle).
+  integer(c_int), parameter, public :: SRB_COPY_NONE = 0
+  !> srb_staged_copy: the staged transport copies the whole slot.
+  integer(c_int), parameter, public :: SRB_COPY_WHOLE = 1
+  !> srb_staged_copy: the staged transport copies what the count needs.
+  integer(c_int), parameter, public :: SRB_COPY_SIZED = 2
   !> Most buckets of one bucketed readback.
   integer(c_int), parameter, public :: SRB_MAX_BUCKETS = 256
   !> Count kind: int32_t (integer(c_int32_t) on the device, as in `int* d_size`).
@@ -166,6 +179,7 @@ module sized_readback
   ! ---- the C functions -----------------------------------------------------------------------
 
   public :: srb_create, srb_create_append, srb_create_buckets, srb_enqueue_buckets, srb_buckets
+  public :: srb_staged_copy
   public :: srb_destroy, srb_enqueue, srb_append_begin, srb_append_end, srb_append_desc_graph
   public :: srb_record, srb_poll, srb_wait, srb_next, srb_count, srb_data, srb_bucket_data
   public :: srb_fetch_spill, srb_spill_data, srb_spill_bucket_data, srb_release, srb_capacity
@@ -249,6 +263,13 @@ module sized_readback
       type(c_ptr), value :: rb
       integer(c_int32_t) :: n
     end function srb_buckets
+
+    !> How the slots reach the host: SRB_COPY_SIZED, SRB_COPY_WHOLE (staged) or SRB_COPY_NONE.
+    function srb_staged_copy(rb) result(mode) bind(c, name="srb_staged_copy")
+      import :: c_ptr, c_int32_t
+      type(c_ptr), value :: rb
+      integer(c_int32_t) :: mode
+    end function srb_staged_copy
 
     !> Destroys a readback (c_null_ptr is ignored), after waiting for its readbacks in flight;
     !> every view of it becomes invalid. Destroy it before the streams it used.

@@ -122,6 +122,11 @@
 // fewer counts or offsets than buckets).
 #define SRB_ERR_BUFFER_TOO_SHORT (-25)
 
+// The staged transport's sized copy (`SRB_FLAG_STAGED_SIZED`) is unavailable: the driver is
+// older than CUDA 12.8, or the readback is an append or bucketed one (the message says which).
+// Create it without the flag to get the whole-slot copy there.
+#define SRB_ERR_SIZED_COPY_UNAVAILABLE (-26)
+
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)
 
@@ -136,6 +141,26 @@
 // `srb_create_buckets` flag: the buckets are filled by append kernels (`srb_append_begin`),
 // not by the bucket pack (`srb_enqueue_buckets`).
 #define SRB_FLAG_APPEND 4
+
+// With `SRB_FLAG_STAGED`: always copy the whole slot (one fixed-size copy), even where the
+// sized copy is available. Without either of the two copy flags the staged transport takes
+// the sized copy where the driver (CUDA 12.8+) and the readback (a pack of one bucket) allow
+// it, else the whole slot; `srb_staged_copy` says which.
+#define SRB_FLAG_STAGED_WHOLE 8
+
+// With `SRB_FLAG_STAGED`: the sized copy (the copy's size follows the count, picked on the
+// device through a CUDA graph's SWITCH node), or `SRB_ERR_SIZED_COPY_UNAVAILABLE` where the
+// driver is older than CUDA 12.8 or the readback is an append or bucketed one.
+#define SRB_FLAG_STAGED_SIZED 16
+
+// `srb_staged_copy`: the mapped transport, which copies nothing (or a null handle).
+#define SRB_COPY_NONE 0
+
+// `srb_staged_copy`: the staged transport copies the whole slot after each pack.
+#define SRB_COPY_WHOLE 1
+
+// `srb_staged_copy`: the staged transport copies what the count needs, picked on the device.
+#define SRB_COPY_SIZED 2
 
 // Most buckets of one bucketed readback.
 #define SRB_MAX_BUCKETS 256
@@ -206,7 +231,8 @@ int32_t srb_append_desc_graph(const struct srb_readback *rb, srb_append_desc *de
 // Creates a readback in the primary context of device `device` (the CUDA runtime's), for
 // `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 // `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering), filled by
-// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED`, or
+// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED` (with
+// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), or
 // `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
 // the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 // with or without a GPU.
@@ -384,6 +410,13 @@ void srb_destroy(struct srb_readback *rb);
 // # Safety
 // `rb` is null or a live handle.
 size_t srb_capacity(const struct srb_readback *rb);
+
+// How the readback's slots are copied to the host: `SRB_COPY_SIZED`, `SRB_COPY_WHOLE` (staged)
+// or `SRB_COPY_NONE` (mapped, or `rb` null). Appends and bucketed readbacks copy the whole slot.
+//
+// # Safety
+// `rb` is null or a live handle.
+int32_t srb_staged_copy(const struct srb_readback *rb);
 
 // Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
 // released before it completes is still waited for on the device before its slot is reused.

@@ -76,6 +76,10 @@ pub const SRB_ERR_UNSUPPORTED_DEVICE: i32 = -24;
 /// A device buffer holds fewer values than the readback reads from it (an empty count buffer,
 /// fewer counts or offsets than buckets).
 pub const SRB_ERR_BUFFER_TOO_SHORT: i32 = -25;
+/// The staged transport's sized copy (`SRB_FLAG_STAGED_SIZED`) is unavailable: the driver is
+/// older than CUDA 12.8, or the readback is an append or bucketed one (the message says which).
+/// Create it without the flag to get the whole-slot copy there.
+pub const SRB_ERR_SIZED_COPY_UNAVAILABLE: i32 = -26;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -88,6 +92,7 @@ pub(crate) fn code_of(e: &Error) -> i32 {
         Error::UnsupportedDevice { .. } => SRB_ERR_UNSUPPORTED_DEVICE,
         Error::Cuda { .. } => SRB_ERR_CUDA,
         Error::InvalidConfig { .. } => SRB_ERR_INVALID_CONFIG,
+        Error::SizedCopyUnavailable { .. } => SRB_ERR_SIZED_COPY_UNAVAILABLE,
         Error::SchemaMismatch { .. } => SRB_ERR_SCHEMA_MISMATCH,
         Error::StreamCapturing => SRB_ERR_STREAM_CAPTURING,
         Error::NothingRecorded => SRB_ERR_NOTHING_RECORDED,
@@ -136,6 +141,7 @@ mod tests {
             },
             Error::UnsupportedDevice { major: 6, minor: 1 },
             Error::InvalidConfig { reason: "x".into() },
+            Error::SizedCopyUnavailable { reason: "x".into() },
             Error::SchemaMismatch { reason: "x".into() },
             Error::StreamCapturing,
             Error::NothingRecorded,

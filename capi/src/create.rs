@@ -7,7 +7,7 @@ use crate::handle::{srb_readback, Inner};
 use crate::types::SRB_MAX_COLUMNS;
 use srb::{
     AppendReadback, BucketReadback, ColumnReadback, ColumnSchema, Error, GraphReadback,
-    ReadbackConfig, Transport,
+    ReadbackConfig, StagedCopy, Transport,
 };
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +20,18 @@ pub const SRB_FLAG_GRAPH: u32 = 2;
 /// `srb_create_buckets` flag: the buckets are filled by append kernels (`srb_append_begin`),
 /// not by the bucket pack (`srb_enqueue_buckets`).
 pub const SRB_FLAG_APPEND: u32 = 4;
+/// With `SRB_FLAG_STAGED`: always copy the whole slot (one fixed-size copy), even where the
+/// sized copy is available. Without either of the two copy flags the staged transport takes
+/// the sized copy where the driver (CUDA 12.8+) and the readback (a pack of one bucket) allow
+/// it, else the whole slot; `srb_staged_copy` says which.
+pub const SRB_FLAG_STAGED_WHOLE: u32 = 8;
+/// With `SRB_FLAG_STAGED`: the sized copy (the copy's size follows the count, picked on the
+/// device through a CUDA graph's SWITCH node), or `SRB_ERR_SIZED_COPY_UNAVAILABLE` where the
+/// driver is older than CUDA 12.8 or the readback is an append or bucketed one.
+pub const SRB_FLAG_STAGED_SIZED: u32 = 16;
+
+/// Both copy flags of the staged transport.
+const STAGED_COPY: u32 = SRB_FLAG_STAGED_WHOLE | SRB_FLAG_STAGED_SIZED;
 
 /// The schema and configuration `srb_create` asks for, checked without the driver: the
 /// flags' combination, the columns, and the slot layout and total size.
@@ -39,6 +51,23 @@ fn create_config(
     for &size in elem_sizes {
         schema.raw_column(size);
     }
+    let copy_flags = flags & (SRB_FLAG_STAGED_WHOLE | SRB_FLAG_STAGED_SIZED);
+    if copy_flags != 0 && flags & SRB_FLAG_STAGED == 0 {
+        return Err(invalid_config(
+            "SRB_FLAG_STAGED_WHOLE and SRB_FLAG_STAGED_SIZED choose the staged transport's copy: \
+             they need SRB_FLAG_STAGED",
+        ));
+    }
+    let staged_copy = match copy_flags {
+        0 => StagedCopy::Auto,
+        SRB_FLAG_STAGED_WHOLE => StagedCopy::Whole,
+        SRB_FLAG_STAGED_SIZED => StagedCopy::Sized,
+        _ => {
+            return Err(invalid_config(
+                "SRB_FLAG_STAGED_WHOLE and SRB_FLAG_STAGED_SIZED exclude each other",
+            ))
+        }
+    };
     let transport = if flags & SRB_FLAG_STAGED != 0 {
         Transport::Staged
     } else {
@@ -46,7 +75,8 @@ fn create_config(
     };
     let config = ReadbackConfig::new(capacity)
         .slots(slots as usize)
-        .transport(transport);
+        .transport(transport)
+        .staged_copy(staged_copy);
     // The pack's slots: what every create function's readback needs at least.
     ColumnReadback::check(&schema, &config)?;
     Ok((schema, config))
@@ -103,6 +133,8 @@ unsafe fn create_args(
             (SRB_FLAG_STAGED, "SRB_FLAG_STAGED"),
             (SRB_FLAG_GRAPH, "SRB_FLAG_GRAPH"),
             (SRB_FLAG_APPEND, "SRB_FLAG_APPEND"),
+            (SRB_FLAG_STAGED_WHOLE, "SRB_FLAG_STAGED_WHOLE"),
+            (SRB_FLAG_STAGED_SIZED, "SRB_FLAG_STAGED_SIZED"),
         ]
         .iter()
         .filter(|(f, _)| allowed & f != 0)
@@ -124,7 +156,8 @@ unsafe fn create_args(
 /// Creates a readback in the primary context of device `device` (the CUDA runtime's), for
 /// `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 /// `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering), filled by
-/// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED`, or
+/// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED` (with
+/// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), or
 /// `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
 /// the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 /// with or without a GPU.
@@ -147,7 +180,7 @@ pub unsafe extern "C" fn srb_create(
             create_args(
                 Flags {
                     function: "srb_create",
-                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | STAGED_COPY,
                     given: flags,
                 },
                 device,
@@ -201,7 +234,7 @@ pub unsafe extern "C" fn srb_create_append(
             create_args(
                 Flags {
                     function: "srb_create_append",
-                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH,
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | STAGED_COPY,
                     given: flags,
                 },
                 device,
@@ -266,7 +299,7 @@ pub unsafe extern "C" fn srb_create_buckets(
             create_args(
                 Flags {
                     function: "srb_create_buckets",
-                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND,
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_APPEND | STAGED_COPY,
                     given: flags,
                 },
                 device,
@@ -358,6 +391,45 @@ mod tests {
         assert_eq!(sizes, [8, 4]);
         assert_eq!((config.capacity, config.slots), (16, 3));
         assert_eq!(config.transport, Transport::Staged);
+        assert_eq!(config.staged_copy, StagedCopy::Auto);
+        // The copy flags: with SRB_FLAG_STAGED only, one at a time.
+        let (whole, sized) = (SRB_FLAG_STAGED_WHOLE, SRB_FLAG_STAGED_SIZED);
+        assert_eq!(config_error(16, 2, &[8], whole), bad, "whole, mapped");
+        assert_eq!(config_error(16, 2, &[8], sized), bad, "sized, mapped");
+        let staged = SRB_FLAG_STAGED;
+        assert_eq!(
+            config_error(16, 2, &[8], staged | whole | sized),
+            bad,
+            "both copies"
+        );
+        for (flag, want) in [(whole, StagedCopy::Whole), (sized, StagedCopy::Sized)] {
+            let (_, config) = create_config(16, 2, &[8], staged | flag).unwrap();
+            assert_eq!(config.staged_copy, want);
+        }
+    }
+
+    /// An explicit sized copy where the readback cannot have one is its own code, found before
+    /// the device is opened: appends and bucket packs copy the whole slot.
+    #[test]
+    fn sized_copy_of_appends_and_buckets_is_refused() {
+        use crate::codes::SRB_ERR_SIZED_COPY_UNAVAILABLE;
+        let sizes = [8usize];
+        let mut out = std::ptr::null_mut();
+        let flags = SRB_FLAG_STAGED | SRB_FLAG_STAGED_SIZED;
+        // SAFETY: valid sizes and out pointer; refused before any driver call.
+        let code = unsafe { srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), flags, &mut out) };
+        assert_eq!(code, SRB_ERR_SIZED_COPY_UNAVAILABLE, "{}", last_error());
+        assert!(
+            last_error().contains("append readbacks"),
+            "{}",
+            last_error()
+        );
+        // SAFETY: as above.
+        let code =
+            unsafe { srb_create_buckets(0, 4, 16, 0, 2, 1, sizes.as_ptr(), flags, &mut out) };
+        assert_eq!(code, SRB_ERR_SIZED_COPY_UNAVAILABLE, "{}", last_error());
+        assert!(last_error().contains("bucketed"), "{}", last_error());
+        assert!(out.is_null());
     }
 
     /// Each create function takes only its own flags (a flag it does not take is a bad
@@ -373,7 +445,8 @@ mod tests {
         assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
         assert_eq!(
             last_error(),
-            "flags 0x4 include ones srb_create does not take (it takes SRB_FLAG_STAGED, SRB_FLAG_GRAPH)"
+            "flags 0x4 include ones srb_create does not take (it takes SRB_FLAG_STAGED, \
+             SRB_FLAG_GRAPH, SRB_FLAG_STAGED_WHOLE, SRB_FLAG_STAGED_SIZED)"
         );
         assert!(out.is_null());
         // SAFETY: as above.

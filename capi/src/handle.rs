@@ -1,10 +1,12 @@
 //! The readback handle (`srb_readback`): which readback it is, its table of held readbacks,
-//! and the calls on the handle itself (`srb_destroy`, `srb_capacity`, `srb_buckets`).
+//! and the calls on the handle itself (`srb_destroy`, `srb_capacity`, `srb_buckets`,
+//! `srb_staged_copy`).
 use crate::boundary::guard;
 use crate::codes::SRB_OK;
 use crate::held::HeldTable;
 use srb::{
     AppendReadback, BucketReadback, ColumnReadback, GraphReadback, PendingAppend, ReadbackInfo,
+    StagedCopy,
 };
 use std::sync::{Arc, Mutex};
 
@@ -98,4 +100,26 @@ pub unsafe extern "C" fn srb_destroy(rb: *mut srb_readback) {
 pub unsafe extern "C" fn srb_capacity(rb: *const srb_readback) -> usize {
     // SAFETY: per the contract.
     unsafe { rb.as_ref() }.map_or(0, |h| h.info().capacity)
+}
+
+/// `srb_staged_copy`: the mapped transport, which copies nothing (or a null handle).
+pub const SRB_COPY_NONE: i32 = 0;
+/// `srb_staged_copy`: the staged transport copies the whole slot after each pack.
+pub const SRB_COPY_WHOLE: i32 = 1;
+/// `srb_staged_copy`: the staged transport copies what the count needs, picked on the device.
+pub const SRB_COPY_SIZED: i32 = 2;
+
+/// How the readback's slots are copied to the host: `SRB_COPY_SIZED`, `SRB_COPY_WHOLE` (staged)
+/// or `SRB_COPY_NONE` (mapped, or `rb` null). Appends and bucketed readbacks copy the whole slot.
+///
+/// # Safety
+/// `rb` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn srb_staged_copy(rb: *const srb_readback) -> i32 {
+    // SAFETY: per the contract.
+    unsafe { rb.as_ref() }.map_or(SRB_COPY_NONE, |h| match h.info().staged_copy {
+        None => SRB_COPY_NONE,
+        Some(StagedCopy::Sized) => SRB_COPY_SIZED,
+        Some(_) => SRB_COPY_WHOLE,
+    })
 }

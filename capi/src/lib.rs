@@ -50,12 +50,15 @@ pub use append::{srb_append_begin, srb_append_desc_graph, srb_append_end};
 pub use codes::*;
 pub use create::{
     srb_create, srb_create_append, srb_create_buckets, SRB_FLAG_APPEND, SRB_FLAG_GRAPH,
-    SRB_FLAG_STAGED,
+    SRB_FLAG_STAGED, SRB_FLAG_STAGED_SIZED, SRB_FLAG_STAGED_WHOLE,
 };
 pub use data::{srb_bucket_data, srb_count, srb_data};
 pub use enqueue::{srb_enqueue, srb_enqueue_buckets};
 pub use graph::{srb_next, srb_record};
-pub use handle::{srb_buckets, srb_capacity, srb_destroy, srb_readback};
+pub use handle::{
+    srb_buckets, srb_capacity, srb_destroy, srb_readback, srb_staged_copy, SRB_COPY_NONE,
+    SRB_COPY_SIZED, SRB_COPY_WHOLE,
+};
 pub use held::srb_release;
 pub use last_error::srb_last_error;
 pub use spill::{srb_fetch_spill, srb_spill_bucket_data, srb_spill_data};

@@ -144,13 +144,48 @@ fn capi_host_mode() -> Result<()> {
     let ptrs: Vec<CUdeviceptr> = b.sources().iter().map(|s| s.ptr).collect();
     let lens = [cap; 3];
     let raw = stream.cu_stream().cast();
-    for flags in [0, capi::SRB_FLAG_STAGED] {
+    // The staged transport's copies: sized where the driver has graph conditionals (CUDA
+    // 12.8+; the GPU host's R580 has), else the whole slot, and an explicit sized one refused.
+    let mut version = 0;
+    // SAFETY: an out-pointer; the driver is loaded (the context is open).
+    let conditionals = unsafe { sys::cuDriverGetVersion(&mut version) }
+        == sys::CUresult::CUDA_SUCCESS
+        && version >= 12080;
+    let (staged, whole, sized) = (
+        capi::SRB_FLAG_STAGED,
+        capi::SRB_FLAG_STAGED | capi::SRB_FLAG_STAGED_WHOLE,
+        capi::SRB_FLAG_STAGED | capi::SRB_FLAG_STAGED_SIZED,
+    );
+    let auto = if conditionals {
+        capi::SRB_COPY_SIZED
+    } else {
+        capi::SRB_COPY_WHOLE
+    };
+    for (flags, copy) in [
+        (0, capi::SRB_COPY_NONE),
+        (staged, auto),
+        (whole, capi::SRB_COPY_WHOLE),
+        (sized, capi::SRB_COPY_SIZED),
+    ] {
         let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
         // SAFETY: every pointer below is valid for the call; buffers outlive the readback.
         unsafe {
             let code = capi::srb_create(0, cap, 2, 3, sizes.as_ptr(), flags, &mut rb);
+            if flags == sized && !conditionals {
+                ensure!(
+                    code == capi::SRB_ERR_SIZED_COPY_UNAVAILABLE,
+                    "sized on driver {version}: {code} {}",
+                    last_error()
+                );
+                continue;
+            }
             ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
             ensure!(capi::srb_capacity(rb) == cap);
+            ensure!(
+                capi::srb_staged_copy(rb) == copy,
+                "flags {flags:#x}: copy {} != {copy}",
+                capi::srb_staged_copy(rb)
+            );
             for key in [1u64, 4, 9] {
                 let step = key / 2;
                 srb::testing::upload(&ctx, b.step.ptr(), &step.to_le_bytes())?;

@@ -11,6 +11,9 @@ use std::fmt;
 /// The crate's default mode: "crate" in the targets' names.
 pub const CRATE: Approach = Approach::MappedTrailer;
 
+/// The counts of the n <= 64K ratios (capacity 1M).
+pub const UP_TO_64K: [usize; 5] = [1, 16, 256, 4096, 65536];
+
 /// The counts a realistic-producer ratio is taken over (its worst).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counts {
@@ -35,6 +38,8 @@ impl Counts {
 pub enum TargetId {
     /// p50 of `.0` over p50 of `.1`, the worst over n = 1..4096 at capacity 1M.
     SmallN(Approach, Approach),
+    /// p50 of `.0` over p50 of `.1`, the worst over n = 1..64K at capacity 1M.
+    UpTo64K(Approach, Approach),
     /// over_copy's p50 over the crate's at n = 4096, capacity 16M.
     OverCopy,
     /// Bandwidth of `.0` over the oracle's at n = 16M (capacity 16M).
@@ -49,6 +54,9 @@ pub enum TargetId {
     AppendHostCost,
     /// The worst enqueue p50 of `.0` over n = 1..4096 at capacity 1M in the sweep, µs.
     EnqueueInSweep(Approach),
+    /// The worst enqueue p50 of `.0` over n = 1..4096 at capacity 1M in the sweep, minus the
+    /// crate's default mode's in the same run, µs.
+    EnqueueOverCrate(Approach),
     /// The safe enqueue alone on an idle stream minus its driver calls' floor, p50 µs.
     EnqueueOverFloor,
     /// The safe enqueue alone on an idle stream, p50 µs.
@@ -85,6 +93,12 @@ impl fmt::Display for TargetId {
                 short(a),
                 b.name()
             ),
+            TargetId::UpTo64K(a, b) => write!(
+                f,
+                "n 1..64K, cap 1M: {} p50 / {} p50 (worst n)",
+                short(a),
+                b.name()
+            ),
             TargetId::OverCopy => write!(f, "n 4096, cap 16M: over_copy p50 / crate p50"),
             TargetId::Bandwidth16M(a) => write!(f, "n 16M: {} bandwidth / oracle", a.name()),
             TargetId::SeedLoop(a, k, c) => write!(
@@ -114,6 +128,11 @@ impl fmt::Display for TargetId {
                 write!(f, "one append reservation + completion, host cost p50 µs")
             }
             TargetId::EnqueueInSweep(a) => write!(f, "one enqueue, host cost p50 µs: {}", a.name()),
+            TargetId::EnqueueOverCrate(a) => write!(
+                f,
+                "one enqueue, host cost p50 µs: {} minus crate (same run)",
+                a.name()
+            ),
             TargetId::EnqueueOverFloor => write!(
                 f,
                 "one enqueue alone: host cost over its driver floor, µs p50"
@@ -147,6 +166,18 @@ impl TargetId {
                 } else {
                     value(worst, d)
                 }
+            }
+            TargetId::UpTo64K(a, b) => {
+                let (worst, d) = worst_ratio(
+                    UP_TO_64K
+                        .iter()
+                        .map(|&n| (n, sweep(M, n, a), sweep(M, n, b))),
+                );
+                // A run without the approach (one from before it existed) has no such target.
+                if d.is_empty() {
+                    return None;
+                }
+                value(worst, d)
             }
             TargetId::OverCopy => {
                 let o = sweep(16 * M, 4096, Approach::OverCopy)?.latency_us.p50;
@@ -185,6 +216,19 @@ impl TargetId {
                 "worst p50 of the safe enqueue call over n = 1..4096 at cap 1M, in the sweep"
                     .into(),
             ),
+            TargetId::EnqueueOverCrate(a) => {
+                let costs = sweep::enqueue_cost_small_n(&m.sweep);
+                let x = costs.get(a.name())?.max;
+                let c = costs.get(CRATE.name())?.max;
+                value(
+                    x - c,
+                    format!(
+                        "{x:.2} - {c:.2} µs: worst p50 of the safe enqueue over n = 1..4096 at cap \
+                         1M in the sweep, {} against crate_mapped_trailer",
+                        a.name()
+                    ),
+                )
+            }
             TargetId::EnqueueOverFloor => {
                 let e = m.costs.calls.get(costs::ENQUEUE)?.p50;
                 let f = m.costs.calls.get(costs::DRIVER_FLOOR)?.p50;

@@ -125,6 +125,12 @@ mod tests {
     const COMMITTED: &str =
         include_str!("../../results/2026-12-02/harness-bd0c3a9/run-1/compare.json");
 
+    /// What the harness measures beyond that run: the staged transport's sized copy (an
+    /// approach, so a field under every per-approach map) and its targets. Once a run with it
+    /// is committed and named above, these go.
+    const NEWER_APPROACH: &str = "crate_staged_sized";
+    const NEWER_TARGETS: usize = 4;
+
     /// Every field's path, `/`-joined; an array's elements are `[]` (all of them merged), and
     /// a map's keys (approaches, calls) are fields like any other.
     fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
@@ -189,6 +195,10 @@ mod tests {
 
         assert_eq!(top_keys(&json), top_keys(COMMITTED));
         let (a, b) = (all_paths(&ours), all_paths(&committed));
+        let a: BTreeSet<String> = a
+            .into_iter()
+            .filter(|p| !p.contains(NEWER_APPROACH))
+            .collect();
         let only_ours: Vec<_> = a.difference(&b).collect();
         let only_committed: Vec<_> = b.difference(&a).collect();
         assert!(
@@ -196,13 +206,17 @@ mod tests {
             "fields only in ours: {only_ours:?}; only in the committed run: {only_committed:?}"
         );
         for list in ["targets", "variant_ratios"] {
-            assert_eq!(
-                targets_of(&ours, list),
-                targets_of(&committed, list),
-                "{list}"
-            );
+            let mut theirs = targets_of(&ours, list);
+            theirs.retain(|(name, _, _)| !name.contains(NEWER_APPROACH));
+            assert_eq!(theirs, targets_of(&committed, list), "{list}");
         }
-        assert_eq!(e.targets.len(), 20);
+        let newer = e
+            .targets
+            .iter()
+            .filter(|t| t.name.contains(NEWER_APPROACH))
+            .count();
+        assert_eq!(newer, NEWER_TARGETS);
+        assert_eq!(e.targets.len(), 20 + NEWER_TARGETS);
         assert_eq!(e.variants.len(), 15);
     }
 }

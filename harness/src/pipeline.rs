@@ -10,8 +10,8 @@ use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::{DeviceBuffer, PinnedBuffer};
 use sized_readback::{
-    AppendDesc, AppendReadback, AppendTicket, ColumnSchema, Readback, ReadbackConfig, Ticket,
-    Transport, WaitMode,
+    AppendDesc, AppendReadback, AppendTicket, ColumnSchema, Readback, ReadbackConfig, StagedCopy,
+    Ticket, Transport, WaitMode,
 };
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -22,12 +22,13 @@ use std::time::{Duration, Instant};
 const N: usize = 1000;
 
 /// The approaches the loop compares.
-pub const APPROACHES: [Approach; 6] = [
+pub const APPROACHES: [Approach; 7] = [
     Approach::Sync,
     Approach::CallbackWorker,
     Approach::MappedTrailer,
     Approach::MappedEvent,
     Approach::Staged,
+    Approach::StagedSized,
     Approach::Append,
 ];
 
@@ -48,6 +49,7 @@ pub struct Loop {
     mapped_trailer: Readback<f64>,
     mapped_event: Readback<f64>,
     staged: Readback<f64>,
+    staged_sized: Readback<f64>,
     cycle: u64,
 }
 
@@ -63,7 +65,14 @@ impl Loop {
         let stream = || ctx.new_stream().context("cuStreamCreate");
         let event = || ctx.new_event(None).context("cuEventCreate");
         let rb = |t: Transport, w: WaitMode| {
-            Readback::<f64>::with_config(ctx, ReadbackConfig::new(N).slots(2).transport(t).wait(w))
+            Readback::<f64>::with_config(
+                ctx,
+                ReadbackConfig::new(N)
+                    .slots(2)
+                    .transport(t)
+                    .wait(w)
+                    .staged_copy(StagedCopy::Whole),
+            )
         };
         let mut schema = ColumnSchema::new();
         schema.column::<f64>();
@@ -89,6 +98,13 @@ impl Loop {
             mapped_trailer: rb(Transport::Mapped, WaitMode::Trailer)?,
             mapped_event: rb(Transport::Mapped, WaitMode::Event)?,
             staged: rb(Transport::Staged, WaitMode::Event)?,
+            staged_sized: Readback::<f64>::with_config(
+                ctx,
+                ReadbackConfig::new(N)
+                    .slots(2)
+                    .transport(Transport::Staged)
+                    .staged_copy(StagedCopy::Sized),
+            )?,
             cycle: 0,
         })
     }
@@ -126,6 +142,7 @@ impl Loop {
             Approach::MappedTrailer => Some(&self.mapped_trailer),
             Approach::MappedEvent => Some(&self.mapped_event),
             Approach::Staged => Some(&self.staged),
+            Approach::StagedSized => Some(&self.staged_sized),
             _ => None,
         };
         if let Some(rb) = rb {

@@ -15,7 +15,7 @@ use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::testing::{Kernel, PinnedBuffer};
 use sized_readback::{
-    AppendDesc, AppendReadback, ColumnSchema, Readback, ReadbackConfig, Transport,
+    AppendDesc, AppendReadback, ColumnSchema, Readback, ReadbackConfig, StagedCopy, Transport,
 };
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -169,8 +169,16 @@ impl SelectRig {
         schema.column::<f64>();
         let mut rbs = Vec::new();
         for &cap in caps {
+            // The staged pack copies the whole slot, as it did before the sized copy
+            // (crate_staged_sized in the latency sweep measures that one).
             let pack = |t: Transport| {
-                Readback::<f64>::with_config(ctx, ReadbackConfig::new(cap).slots(2).transport(t))
+                Readback::<f64>::with_config(
+                    ctx,
+                    ReadbackConfig::new(cap)
+                        .slots(2)
+                        .transport(t)
+                        .staged_copy(StagedCopy::Whole),
+                )
             };
             let append = |t: Transport| {
                 AppendReadback::new(ctx, &schema, ReadbackConfig::new(cap).slots(2).transport(t))

@@ -13,7 +13,7 @@ use sized_readback::cudarc::driver::sys::{CUdeviceptr, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::PinnedBuffer;
-use sized_readback::{Readback, ReadbackConfig, Ticket, Transport, WaitMode};
+use sized_readback::{Readback, ReadbackConfig, StagedCopy, Ticket, Transport, WaitMode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,8 +48,12 @@ pub enum Approach {
     MappedEvent,
     /// This crate: mapped slot, spin on the trailer's sequence number (the default).
     MappedTrailer,
-    /// This crate: device slot + one fixed-size copy, event.
+    /// This crate: device slot + one fixed-size copy of the whole slot, event
+    /// (`StagedCopy::Whole`).
     Staged,
+    /// This crate: device slot, then a copy whose size the pack picks on the device (a CUDA
+    /// graph's SWITCH node, `StagedCopy::Sized`), event.
+    StagedSized,
     /// This crate, mapped + trailer, but the producer does not signal programmatic launch
     /// completion early (griddepcontrol.launch_dependents): what PDL gives without help.
     MappedTrailerPlain,
@@ -63,7 +67,7 @@ pub enum Approach {
 
 impl Approach {
     /// All of them.
-    pub const ALL: [Approach; 13] = [
+    pub const ALL: [Approach; 14] = [
         Approach::ProducerOnly,
         Approach::Naive,
         Approach::Sync,
@@ -75,6 +79,7 @@ impl Approach {
         Approach::MappedEvent,
         Approach::MappedTrailer,
         Approach::Staged,
+        Approach::StagedSized,
         Approach::MappedTrailerPlain,
         Approach::MappedTrailerNoPdl,
     ];
@@ -92,6 +97,7 @@ impl Approach {
             Approach::MappedEvent => "crate_mapped_event",
             Approach::MappedTrailer => "crate_mapped_trailer",
             Approach::Staged => "crate_staged",
+            Approach::StagedSized => "crate_staged_sized",
             Approach::MappedTrailerPlain => "crate_trailer_no_trigger",
             Approach::MappedTrailerNoPdl => "crate_trailer_no_pdl",
             Approach::Append => "crate_append",
@@ -148,6 +154,7 @@ struct CrateReadbacks {
     mapped_event: Readback<f64>,
     mapped_trailer: Readback<f64>,
     staged: Readback<f64>,
+    staged_sized: Readback<f64>,
     plain: Readback<f64>,
     no_pdl: Readback<f64>,
 }
@@ -203,7 +210,11 @@ impl Rig {
             let mk = |t: Transport, w: WaitMode| {
                 Readback::<f64>::with_config(
                     ctx,
-                    ReadbackConfig::new(cap).slots(2).transport(t).wait(w),
+                    ReadbackConfig::new(cap)
+                        .slots(2)
+                        .transport(t)
+                        .wait(w)
+                        .staged_copy(StagedCopy::Whole),
                 )
             };
             crate_rbs.push((
@@ -212,6 +223,13 @@ impl Rig {
                     mapped_event: mk(Transport::Mapped, WaitMode::Event)?,
                     mapped_trailer: mk(Transport::Mapped, WaitMode::Trailer)?,
                     staged: mk(Transport::Staged, WaitMode::Event)?,
+                    staged_sized: Readback::<f64>::with_config(
+                        ctx,
+                        ReadbackConfig::new(cap)
+                            .slots(2)
+                            .transport(Transport::Staged)
+                            .staged_copy(StagedCopy::Sized),
+                    )?,
                     plain: mk(Transport::Mapped, WaitMode::Trailer)?,
                     no_pdl: Readback::<f64>::with_config(
                         ctx,
@@ -465,6 +483,7 @@ impl Rig {
             Approach::MappedEvent
             | Approach::MappedTrailer
             | Approach::Staged
+            | Approach::StagedSized
             | Approach::MappedTrailerPlain
             | Approach::MappedTrailerNoPdl
             | Approach::Append => {
@@ -473,6 +492,7 @@ impl Rig {
                     Approach::MappedEvent => &rbs.mapped_event,
                     Approach::MappedTrailer => &rbs.mapped_trailer,
                     Approach::Staged => &rbs.staged,
+                    Approach::StagedSized => &rbs.staged_sized,
                     Approach::MappedTrailerNoPdl => &rbs.no_pdl,
                     _ => &rbs.plain,
                 };

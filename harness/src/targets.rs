@@ -88,6 +88,13 @@ pub const SPECS: &[Spec] = &[
     target(OverCopy, AtLeast(50.0), W::OverCopy),
     target(Bandwidth16M(A::MappedTrailer), AtLeast(0.95), W::MappedStores),
     target(Bandwidth16M(A::Staged), AtLeast(0.97), W::StagedPack),
+    // The staged transport's sized copy (a SWITCH node picks the copy on the device): near the
+    // oracle at every n up to 64K, at bandwidth for 16M, at most 2.5 µs of host cost over the
+    // mapped enqueue, and the seed loop's gain.
+    target(UpTo64K(A::StagedSized, A::Oracle), AtMost(1.15), W::SizedCopy),
+    target(Bandwidth16M(A::StagedSized), AtLeast(0.97), W::StagedPack),
+    target(EnqueueOverCrate(A::StagedSized), AtMost(2.5), W::EnqueueGraph),
+    target(SeedLoop(A::StagedSized, 200, 5), AtLeast(1.8), W::LoopSized),
     // The seed's loop: cycles per second against sync's.
     target(SeedLoop(A::MappedTrailer, 200, 5), AtLeast(1.8), W::LoopNoOverlap),
     target(SeedLoop(A::Staged, 200, 5), AtLeast(1.8), W::LoopLittleCpu),
@@ -177,7 +184,7 @@ mod tests {
         m.seed_loop.clear();
         let e = evaluate(&m);
         assert!(e.targets.iter().all(|t| !t.name.starts_with("seed loop")));
-        assert_eq!(e.targets.len(), 20 - 5);
+        assert_eq!(e.targets.len(), 24 - 6);
     }
 
     #[test]
@@ -234,6 +241,40 @@ mod tests {
             .why
             .as_deref()
             .is_some_and(|w| w.starts_with("guards the baseline")));
+    }
+
+    #[test]
+    fn the_sized_staged_copy_is_held_to_the_oracle_up_to_64k() {
+        let mut m = fixture::measurements();
+        let e = evaluate(&m);
+        let name = "n 1..64K, cap 1M: crate_staged_sized p50 / oracle p50 (worst n)";
+        let t = find(&e.targets, name);
+        // The fixture's crate readbacks cost 14.6 µs + 1.01 x the copy, the oracle 14 + the copy.
+        assert!(t.holds && t.limit == 1.15, "{t:?}");
+        assert!(t.detail.contains("n=65536:"), "{}", t.detail);
+        let sized64k = m
+            .sweep
+            .iter_mut()
+            .find(|p| p.capacity == M && p.n == 65536)
+            .and_then(|p| p.approaches.get_mut("crate_staged_sized"))
+            .expect("the fixture has the point");
+        sized64k.latency_us.p50 = 40.0;
+        let e = evaluate(&m);
+        let t = find(&e.targets, name);
+        let ratio = 40.0 / fixture::latency("oracle", M, 65536);
+        assert!(!t.holds && (t.measured - ratio).abs() < 1e-12, "{t:?}");
+        let why = t.why.as_deref().expect("a miss has a why");
+        assert!(why.contains("crate_staged_sized 40.00 µs"), "{why}");
+        assert!(why.contains("SWITCH"), "{why}");
+        // Its host cost is the sweep's worst enqueue p50 less the crate's, in µs.
+        let c = find(
+            &e.targets,
+            "one enqueue, host cost p50 µs: crate_staged_sized minus crate (same run)",
+        );
+        assert!(
+            c.holds && c.measured.abs() < 1e-12 && c.limit == 2.5,
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -32,6 +32,15 @@ pub enum Why {
     MappedStores,
     /// The staged readback packs into its device slot before its one copy.
     StagedPack,
+    /// The sized staged copy: a graph launch of the pack and a SWITCH node whose body copies
+    /// the count's size class, against the oracle's one copy.
+    SizedCopy,
+    /// The sized staged enqueue sets the graph's kernel node and launches the graph, where
+    /// the mapped enqueue launches one kernel.
+    EnqueueGraph,
+    /// The seed loop with little CPU work, the sized staged copy: the wait holds the graph
+    /// (pack, then the copy of the count's class) and an event wake.
+    LoopSized,
     /// The seed loop: the readback's wait and the next launch could not overlap the kernel.
     LoopNoOverlap,
     /// The seed loop with CPU work about equal to the kernel's time: within the noise.
@@ -128,13 +137,75 @@ impl Why {
                      flight do not help"
                 )
             }
-            Why::StagedPack => format!(
-                "the staged readback packs the rows into its device slot (a device-to-device pass \
-                 over the 128 MiB) before its one copy of the slot, which the oracle does not: {:.1} \
-                 µs against the oracle's {:.1} µs p50 at n = 16M",
-                lat(16 * M, 16 * M, Approach::Staged),
-                lat(16 * M, 16 * M, Approach::Oracle),
-            ),
+            Why::StagedPack => {
+                let a = match id {
+                    TargetId::Bandwidth16M(a) => a,
+                    _ => Approach::Staged,
+                };
+                format!(
+                    "the staged readback packs the rows into its device slot (a device-to-device \
+                     pass over the 128 MiB) before its one copy of the slot, which the oracle does \
+                     not: {} {:.1} µs against the oracle's {:.1} µs p50 at n = 16M",
+                    a.name(),
+                    lat(16 * M, 16 * M, a),
+                    lat(16 * M, 16 * M, Approach::Oracle),
+                )
+            }
+            Why::SizedCopy => {
+                let (a, b) = match id {
+                    TargetId::UpTo64K(a, b) => (a, b),
+                    _ => (Approach::StagedSized, Approach::Oracle),
+                };
+                let at = |n: usize| {
+                    format!(
+                        "n = {}: {} {:.2} µs, {} {:.2}, crate_staged (whole slot) {:.2}, producer \
+                         alone {:.2}",
+                        size(n),
+                        a.name(),
+                        lat(M, n, a),
+                        b.name(),
+                        lat(M, n, b),
+                        lat(M, n, Approach::Staged),
+                        lat(M, n, Approach::ProducerOnly),
+                    )
+                };
+                format!(
+                    "{}; {}; {}. The sized staged readback launches one graph (the pack kernel node, \
+                     then a SWITCH node whose body copies the header and the count's power-of-two \
+                     class of rows, at most twice the count) where the oracle issues one copy of \
+                     exactly n: the pack's device-to-device pass, the graph's node-to-node latency \
+                     and up to 2x the bytes are what it adds",
+                    at(1),
+                    at(4096),
+                    at(65536),
+                )
+            }
+            Why::EnqueueGraph => {
+                let costs = crate::sweep::enqueue_cost_small_n(&m.sweep);
+                let p = |a: Approach| costs.get(a.name()).map_or(f64::NAN, |s| s.max);
+                let a = match id {
+                    TargetId::EnqueueOverCrate(a) => a,
+                    _ => Approach::StagedSized,
+                };
+                format!(
+                    "worst enqueue p50 over n = 1..4096: {} {:.2} µs, crate_staged (a kernel launch \
+                     and a copy) {:.2}, crate {:.2}: the sized staged enqueue sets the slot's graph's \
+                     kernel node (cuGraphExecKernelNodeSetParams, the 408-byte parameter) and \
+                     launches the graph (cuGraphLaunch), where the mapped one launches one kernel; \
+                     cuEventRecord {:.2} µs is common to both",
+                    a.name(),
+                    p(a),
+                    p(Approach::Staged),
+                    p(CRATE),
+                    call(costs::EVENT_RECORD),
+                )
+            }
+            Why::LoopSized => "with little CPU work the host mostly waits for the readback; the \
+                 sized staged readback's wait holds its graph (the pack kernel node, then the copy \
+                 of the count's class of rows) and an event wake, so it keeps less of the \
+                 two-kernels-in-flight gain than the mapped transport, and the ratio moves with the \
+                 host's event-wake latency from run to run"
+                .to_string(),
             Why::LoopNoOverlap => "the readback's wait and the next kernel's launch could not overlap \
                  the kernel here; compare the loop's rows for each approach"
                 .to_string(),

@@ -34,6 +34,7 @@ __all__ = [
     "ReadbackTimeoutError",
     "OverrunError",
     "CorruptTrailerError",
+    "SizedCopyUnavailableError",
 ]
 
 
@@ -200,3 +201,9 @@ class OverrunError(ReadbackError, RuntimeError):
 
 class CorruptTrailerError(ReadbackError, RuntimeError):
     """A slot's trailer did not match its readback: a bug or memory corruption."""
+
+
+class SizedCopyUnavailableError(ReadbackError, RuntimeError):
+    """``staged_copy="sized"`` where the sized copy cannot be had: a driver older than CUDA
+    12.8, an append or bucketed readback, or the mapped transport (the message says which).
+    ``staged_copy="auto"`` takes the whole-slot copy there."""

@@ -57,6 +57,7 @@ class Readback:
         slots: int = 2,
         device: int = 0,
         transport: str = "mapped",
+        staged_copy: str = "auto",
     ) -> None: ...
     def _enqueue_raw(
         self, ptrs: Sequence[int], rows: Sequence[int], count_ptr: int,
@@ -109,9 +110,15 @@ class Readback:
     def auto_staged_from(self) -> Optional[int]:
         """``transport="auto"``: the count from which enqueues go staged; else None."""
     @property
+    def staged_copy(self) -> Optional[str]:
+        """The staged transport's copy in use: ``"sized"`` (what the count needs, picked on
+        the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped).
+        ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
+        where it is not raises ``SizedCopyUnavailableError``."""
+    @property
     def info(self) -> dict[str, Any]:
         """The settings in effect and the slot layout: ``capacity``, ``slots``, ``buckets``,
-        ``spill_capacity``, ``transport``, ``wait_mode``, ``device``, ``slot_bytes``,
+        ``spill_capacity``, ``transport``, ``staged_copy``, ``wait_mode``, ``device``, ``slot_bytes``,
         ``column_offsets``, ``trailer_offset``, ``programmatic_launch``."""
     @property
     def dtypes(self) -> Tuple[np.dtype, ...]: ...
@@ -254,6 +261,7 @@ class AppendReadback:
         device: int = 0,
         transport: str = "mapped",
         spill: Optional[int] = None,
+        staged_copy: str = "auto",
     ) -> None: ...
     def begin(self, stream: StreamLike) -> PendingAppend: ...
     def append(self, launch: Callable[[np.ndarray], Any], stream: StreamLike) -> Ticket: ...
@@ -270,6 +278,9 @@ class AppendReadback:
     def device(self) -> int: ...
     @property
     def transport(self) -> str: ...
+    @property
+    def staged_copy(self) -> Optional[str]:
+        """``"whole"`` (staged: an append kernel cannot pick the copy's size) or ``None``."""
     @property
     def info(self) -> dict[str, Any]:
         """As ``Readback.info``."""

@@ -3,7 +3,8 @@
 use crate::errors::IntoPy;
 use crate::py_util::info_dict;
 use crate::readback::{
-    check_capacity, check_settings, describe_columns, open, transport_name, Keep, Ticket,
+    check_capacity, check_settings, check_staged_copy, describe_columns, open, staged_copy_name,
+    transport_name, Keep, Ticket,
 };
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{handle_of, CtxGuard, Shared};
@@ -70,7 +71,7 @@ impl AppendReadback {
 #[pymethods]
 impl AppendReadback {
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", spill=None))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", spill=None, staged_copy="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -81,16 +82,19 @@ impl AppendReadback {
         device: i64,
         transport: &str,
         spill: Option<i64>,
+        staged_copy: &str,
     ) -> PyResult<Self> {
         let (capacity, slots, device, transport) =
             check_settings(capacity, slots, device, transport)?;
+        let staged_copy = check_staged_copy(staged_copy)?;
         if spill.is_some_and(|s| s < 0) {
             return Err(PyValueError::new_err("spill must be 0 or more rows"));
         }
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let mut config = ReadbackConfig::new(capacity)
             .slots(slots)
-            .transport(transport);
+            .transport(transport)
+            .staged_copy(staged_copy);
         if let Some(s) = spill {
             config = config.spill(s as usize);
         }
@@ -159,6 +163,12 @@ impl AppendReadback {
     #[getter]
     fn transport(&self) -> &'static str {
         transport_name(self.rb.transport())
+    }
+    /// `"whole"` for the staged transport (an append kernel cannot pick the copy's size), or
+    /// `None` (mapped).
+    #[getter]
+    fn staged_copy(&self) -> Option<&'static str> {
+        staged_copy_name(self.rb.info().staged_copy)
     }
     /// The settings in effect and the slot layout, as a dict (as `Readback.info`).
     #[getter]

@@ -150,6 +150,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         ),
         Error::Overrun { seq } => make(py, "OverrunError", msg, facts!["seq" => seq]),
         Error::CorruptTrailer { .. } => make(py, "CorruptTrailerError", msg, &[]),
+        Error::SizedCopyUnavailable { .. } => make(py, "SizedCopyUnavailableError", msg, &[]),
         _ => make(py, "ReadbackError", msg, &[]),
     }
 }

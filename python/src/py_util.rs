@@ -270,6 +270,10 @@ pub(crate) fn info_dict<'py>(
     d.set_item("buckets", info.buckets)?;
     d.set_item("spill_capacity", info.spill_capacity)?;
     d.set_item("transport", crate::readback::transport_name(info.transport))?;
+    d.set_item(
+        "staged_copy",
+        crate::readback::staged_copy_name(info.staged_copy),
+    )?;
     let wait = match info.wait_mode {
         srb::WaitMode::Event => "event",
         _ => "trailer",

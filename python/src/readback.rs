@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use srb::cudarc::driver::sys::CUstream;
 use srb::{
     ColumnReadback, ColumnReadout, ColumnSchema, ColumnSource, CountKind, RawCount, ReadbackConfig,
-    Transport,
+    StagedCopy, Transport,
 };
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -107,6 +107,27 @@ pub(crate) fn check_settings(
         }
     };
     Ok((capacity, slots as usize, device as i32, transport))
+}
+
+/// The staged transport's copy from its Python name: `"auto"`, `"whole"` or `"sized"`.
+pub(crate) fn check_staged_copy(copy: &str) -> PyResult<StagedCopy> {
+    match copy {
+        "auto" => Ok(StagedCopy::Auto),
+        "whole" => Ok(StagedCopy::Whole),
+        "sized" => Ok(StagedCopy::Sized),
+        c => Err(make_config(format!(
+            "staged_copy must be \"auto\", \"whole\" or \"sized\", not {c:?}"
+        ))),
+    }
+}
+
+/// The copy in use, as `info["staged_copy"]` and `.staged_copy` give it: `"whole"`,
+/// `"sized"`, or `None` (mapped: nothing is copied).
+pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
+    match c? {
+        StagedCopy::Sized => Some("sized"),
+        _ => Some("whole"),
+    }
 }
 
 /// A capacity in rows, from Python: at least 1 (readbacks and their `grow`).
@@ -401,7 +422,8 @@ impl Readback {
 #[pymethods]
 impl Readback {
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped"))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", staged_copy="auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         capacity: i64,
@@ -410,6 +432,7 @@ impl Readback {
         slots: i64,
         device: i64,
         transport: &str,
+        staged_copy: &str,
     ) -> PyResult<Self> {
         let auto = transport == "auto";
         let (capacity, slots, device, transport) = check_settings(
@@ -418,10 +441,12 @@ impl Readback {
             device,
             if auto { "mapped" } else { transport },
         )?;
+        let staged_copy = check_staged_copy(staged_copy)?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
-            .transport(transport);
+            .transport(transport)
+            .staged_copy(staged_copy);
         let staged_config = auto.then(|| config.clone().transport(Transport::Staged));
         let (shared, schema, _restore) = open(py, device, &specs, |s| {
             ColumnReadback::check(s, &config)?;
@@ -743,14 +768,23 @@ impl Readback {
         }
         transport_name(self.rb.transport())
     }
+    /// The staged transport's copy in use: `"sized"` (what the count needs, picked on the
+    /// device; CUDA 12.8+ drivers), `"whole"` (the whole slot), or `None` (mapped).
+    #[getter]
+    fn staged_copy(&self) -> Option<&'static str> {
+        // Under transport="auto", the staged slots' copy.
+        let rb: &ColumnReadback = self.staged.as_deref().unwrap_or(&self.rb);
+        staged_copy_name(rb.info().staged_copy)
+    }
     /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
     /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
     /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = info_dict(py, &self.rb.info(), self.shared.device)?;
-        if self.staged.is_some() {
+        if let Some(staged) = self.staged.as_deref() {
             d.set_item("transport", "auto")?;
+            d.set_item("staged_copy", staged_copy_name(staged.info().staged_copy))?;
         }
         Ok(d)
     }

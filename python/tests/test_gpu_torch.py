@@ -249,6 +249,22 @@ def test_staged_transport():
         np.testing.assert_array_equal(out.numpy(), expected(CAP, 1, 2, np.float32))
 
 
+def test_staged_copies_whole_and_sized_read_alike():
+    # The GPU host's driver (R580, CUDA 13.0) has graph conditionals: "auto" takes the sized copy.
+    auto = srb.Readback(CAP, dtype=torch.float64, transport="staged")
+    whole = srb.Readback(CAP, dtype=torch.float64, transport="staged", staged_copy="whole")
+    assert (auto.staged_copy, whole.staged_copy) == ("sized", "whole")
+    assert auto.info["staged_copy"] == "sized"
+    assert srb.Readback(CAP, dtype=torch.float64).staged_copy is None
+    for n in (0, 1, 3, 17, CAP):
+        x = produce(CAP, n, 3)
+        for rb in (auto, whole):
+            with rb.enqueue(x, count_tensor(n, "int32")).wait() as out:
+                np.testing.assert_array_equal(out.numpy(), expected(CAP, n, 3)[:n])
+    with pytest.raises(srb.SizedCopyUnavailableError, match="append"):
+        srb.AppendReadback(CAP, dtype=np.float64, transport="staged", staged_copy="sized")
+
+
 def test_enqueue_refuses_a_capturing_stream():
     rb = srb.Readback(CAP, dtype=torch.float64)
     x = produce(CAP, 0, 1)

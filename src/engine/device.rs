@@ -4,7 +4,7 @@
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
 use super::backoff::{Backoff, Pause, QUERY_PERIOD};
-use super::slots::{Pack, Sequencing, SlotAt};
+use super::slots::{Filler, Pack, Sequencing, SlotAt};
 use super::spill::SpillRegion;
 use super::ticket::TicketCore;
 use super::trailer::{Fill, Lens};
@@ -80,6 +80,7 @@ impl DeviceEngine {
             cfg,
             Sequencing::Device,
             BucketTable::IfBucketed,
+            Filler::Pack,
         )?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
@@ -104,7 +105,13 @@ impl DeviceEngine {
     /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
     /// and those of the spill region.
     pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, Sequencing::Device, BucketTable::IfBucketed)?;
+        Slots::plan(
+            elem_sizes,
+            cfg,
+            Sequencing::Device,
+            BucketTable::IfBucketed,
+            Filler::Pack,
+        )?;
         SpillRegion::plan(elem_sizes, cfg, 1)?;
         Ok(())
     }

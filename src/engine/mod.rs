@@ -11,6 +11,10 @@
 //! - `device.rs` ([`device::DeviceEngine`]): device-sequenced readbacks (CUDA graph replay);
 //! - `backoff.rs`: the one wait loop (spin, check the device now and then, give up at a
 //!   deadline) of every wait;
+//! - `sized_copy.rs` ([`sized_copy::SizedCopy`]): the staged transport's sized copy, one
+//!   graph per slot of the pack and a SWITCH node over size classes (the size classes and the
+//!   byte ranges each copies are pure host logic there; the driver calls in
+//!   `raw/switch_graph.rs`);
 //! - `spill.rs` ([`spill::SpillRegion`]): an append readback's spill region and the one fetch
 //!   of its rows, for both engines;
 //! - `tracked.rs`: the safe enqueue's cudarc glue (buffers with their element type erased);
@@ -53,6 +57,26 @@
 //! `ColumnReadback::enqueue_erased`, `HostEngine::enqueue_tracked`, `HostEngine::pack`,
 //! `Slots::launch`, `Kernel::launch`).
 //!
+//! # The hops of a staged enqueue
+//! The same call on a staged readback differs at steps 10 and 11 only. With the whole-slot
+//! copy ([`crate::StagedCopy::Whole`]), step 11 is preceded by `host/enqueue.rs` →
+//! `raw/driver.rs`: `memcpy_dtoh_async` of the whole slot (in `HostEngine::complete`). With the
+//! sized copy ([`crate::StagedCopy::Sized`]):
+//!
+//! 10. `host/enqueue.rs` → `slots.rs` → `sized_copy.rs` → `raw/switch_graph.rs`:
+//!     `Slots::launch` → `SizedCopy::launch` → `SwitchGraph::launch` →
+//!     `cuGraphExecKernelNodeSetParams` (the pack's parameters, the conditional handle kept)
+//!     and `cuGraphLaunch` of the slot's graph (the pack, then the SWITCH node's copy of the
+//!     count's class); no copy follows in `HostEngine::complete`;
+//! 11. as above: the slot's event, recorded after the graph.
+//!
+//! 19 crossings; 7 frames to the driver (`SizedCopy::launch` and `SwitchGraph::launch` in
+//! place of `Kernel::launch`). The graphs are built once, in `Slots::new` → `sized_copy.rs`
+//! (`SizedCopy::new`: the switch image through `raw/module.rs`, the byte ranges of each class)
+//! → `raw/switch_graph.rs` (`SwitchGraph::new`: `cuGraphCreate`, the conditional handle and the
+//! SWITCH node through entry points fetched with `cuGetProcAddress_v2`, one memcpy node per
+//! range in each body, `cuGraphInstantiateWithFlags`, `cuGraphUpload`).
+//!
 //! # The hops of one wait
 //! `Ticket::wait` of that readback, the trailer already there:
 //!
@@ -70,6 +94,7 @@ mod backoff;
 pub(crate) mod device;
 pub(crate) mod host;
 pub(crate) mod ring;
+pub(crate) mod sized_copy;
 pub(crate) mod slots;
 pub(crate) mod spill;
 pub(crate) mod ticket;

@@ -1,9 +1,10 @@
 //! The slots every readback has: pinned memory laid out by its [`SlotLayout`], the pack
 //! kernels that fill them, the per-slot device scratch, and the checks of what an enqueue or
 //! a recording is given.
+use super::sized_copy::{self, SizedCopy};
 use super::spill::SpillRegion;
 use super::trailer::{self, Trailer};
-use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::config::{ReadbackConfig, StagedCopy, Transport, WaitMode};
 use crate::error::{Error, Result};
 use crate::info::ReadbackInfo;
 use crate::launch::LaunchShape;
@@ -41,6 +42,25 @@ pub(crate) enum SlotAt {
     },
 }
 
+/// What fills the slots: a pack kernel (of one bucket or k), or the user's append kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filler {
+    Pack,
+    Append,
+}
+
+/// The staged copy a readback's settings ask for, before the driver is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CopyPlan {
+    /// Mapped: no copy.
+    None,
+    Whole,
+    /// Sized if the driver allows it; `required`: else an error (else the whole slot).
+    Sized {
+        required: bool,
+    },
+}
+
 /// Who picks each readback's slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sequencing {
@@ -61,10 +81,15 @@ pub(crate) struct Slots {
     transport: Transport,
     wait: WaitMode,
     num_slots: usize,
+    /// [`StagedCopy::Sized`]: each slot's graph of the pack and its sized copy, whose copies
+    /// address `host` and `staging` (so it is declared, and dropped, before them).
+    sized: Option<SizedCopy>,
     /// The slots as the host reads them (mapped: also what the device writes).
     pub(super) host: PinnedBuffer,
     /// Staged transport: the device-side slots the kernels write, copied into `host`.
     pub(super) staging: Option<DeviceBuffer>,
+    /// Staged transport: the copy in use.
+    staged_copy: Option<StagedCopy>,
     /// `num_slots` [`abi::srb_slot_sync`] records.
     sync: DeviceBuffer,
     shape: LaunchShape,
@@ -80,8 +105,10 @@ impl Slots {
         cfg: &ReadbackConfig,
         sequencing: Sequencing,
         table: BucketTable,
+        filler: Filler,
     ) -> Result<Self> {
-        let (layout, total) = Self::plan(elem_sizes, cfg, sequencing, table)?;
+        let (layout, total) = Self::plan(elem_sizes, cfg, sequencing, table, filler)?;
+        let copy = Self::copy_plan(&layout, cfg, sequencing, filler)?;
         let device_sequenced = sequencing == Sequencing::Device;
         let mapped = cfg.transport == Transport::Mapped;
         driver::ensure_driver()?;
@@ -127,7 +154,9 @@ impl Slots {
             block: abi::SRB_PACK_THREADS,
             programmatic,
         };
-        let host = PinnedBuffer::new(ctx, total, mapped)?;
+        // A conditional body's copies may only reach device-mapped host memory (on devices
+        // with unified addressing all pinned memory is; the flag says so everywhere).
+        let host = PinnedBuffer::new(ctx, total, mapped || matches!(copy, CopyPlan::Sized { .. }))?;
         let staging = if mapped {
             None
         } else {
@@ -135,12 +164,30 @@ impl Slots {
         };
         let sync =
             DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
+        let staged_copy = match copy {
+            CopyPlan::None => None,
+            CopyPlan::Whole => Some(StagedCopy::Whole),
+            CopyPlan::Sized { required } => match sized_copy::driver_supports()? {
+                (_, true) => Some(StagedCopy::Sized),
+                (_, false) if !required => Some(StagedCopy::Whole),
+                (version, false) => {
+                    return Err(Error::SizedCopyUnavailable {
+                        reason: format!(
+                            "the driver supports CUDA {}.{} and graph conditionals set from a \
+                             kernel need CUDA 12.8 (cuDriverGetVersion {version} < 12080)",
+                            version / 1000,
+                            version % 1000 / 10
+                        ),
+                    })
+                }
+            },
+        };
         let wait = match cfg.wait {
             WaitMode::Auto if mapped => WaitMode::Trailer,
             WaitMode::Auto => WaitMode::Event,
             w => w,
         };
-        Ok(Slots {
+        let mut slots = Slots {
             ctx: ctx.clone(),
             pack,
             pack_buckets,
@@ -148,12 +195,89 @@ impl Slots {
             transport: cfg.transport,
             wait,
             num_slots: cfg.slots,
+            sized: None,
             host,
             staging,
+            staged_copy,
             sync,
             shape,
             config: cfg.clone(),
-        })
+        };
+        if let (Some(StagedCopy::Sized), Some(staging)) = (staged_copy, &slots.staging) {
+            let sized = SizedCopy::new(
+                ctx,
+                &slots.layout,
+                slots.num_slots,
+                // A graph's kernel node follows the stream's earlier work as a whole.
+                LaunchShape {
+                    programmatic: false,
+                    ..shape
+                },
+                &slots.host,
+                staging,
+                |slot| {
+                    slots.pack_params(
+                        &[],
+                        RawCount::new(0, crate::element::CountKind::U64),
+                        SlotAt::Host { seq: 0, slot },
+                    )
+                },
+            );
+            match sized {
+                Ok(sized) => slots.sized = Some(sized),
+                // Auto promises a working readback: where the driver refuses the switch image
+                // or the graph, it takes the whole-slot copy, and `info()` says so.
+                Err(Error::Cuda { .. } | Error::SizedCopyUnavailable { .. })
+                    if cfg.staged_copy == StagedCopy::Auto =>
+                {
+                    slots.staged_copy = Some(StagedCopy::Whole)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(slots)
+    }
+
+    /// Which staged copy `cfg` asks for, given the readback's kind: the sized copy serves the
+    /// host-sequenced pack of one bucket (its kernel sets the size class); appends, bucket
+    /// packs and graph replay keep the whole-slot copy (or none, mapped).
+    fn copy_plan(
+        layout: &SlotLayout,
+        cfg: &ReadbackConfig,
+        sequencing: Sequencing,
+        filler: Filler,
+    ) -> Result<CopyPlan> {
+        let unavailable = |reason: &str| {
+            if cfg.staged_copy == StagedCopy::Sized {
+                Err(Error::SizedCopyUnavailable {
+                    reason: reason.into(),
+                })
+            } else {
+                Ok(CopyPlan::Whole)
+            }
+        };
+        if cfg.transport == Transport::Mapped {
+            return if cfg.staged_copy == StagedCopy::Sized {
+                Err(Error::SizedCopyUnavailable {
+                    reason: "the mapped transport copies nothing (ask for Transport::Staged)"
+                        .into(),
+                })
+            } else {
+                Ok(CopyPlan::None)
+            };
+        }
+        match cfg.staged_copy {
+            StagedCopy::Whole => Ok(CopyPlan::Whole),
+            _ if sequencing == Sequencing::Device => unavailable("graph readbacks"),
+            _ if filler == Filler::Append => unavailable(
+                "append readbacks copy the whole slot (the user's kernel cannot set the size class)",
+            ),
+            _ if layout.buckets() > 1 || layout.has_bucket_table() => {
+                unavailable("bucketed readbacks copy the whole slot")
+            }
+            StagedCopy::Auto => Ok(CopyPlan::Sized { required: false }),
+            StagedCopy::Sized => Ok(CopyPlan::Sized { required: true }),
+        }
     }
 
     /// What [`Slots::new`] checks before it touches the driver: the layout and the total size
@@ -164,6 +288,7 @@ impl Slots {
         cfg: &ReadbackConfig,
         sequencing: Sequencing,
         table: BucketTable,
+        filler: Filler,
     ) -> Result<(SlotLayout, usize)> {
         let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
         let device_sequenced = sequencing == Sequencing::Device;
@@ -211,6 +336,7 @@ impl Slots {
                  must not overlap",
             ));
         }
+        Self::copy_plan(&layout, cfg, sequencing, filler)?;
         Ok((layout, total))
     }
 
@@ -225,6 +351,10 @@ impl Slots {
     }
     pub(crate) fn wait_mode(&self) -> WaitMode {
         self.wait
+    }
+    /// Staged transport: the copy in use (never `Auto`); `None` mapped.
+    pub(crate) fn staged_copy(&self) -> Option<StagedCopy> {
+        self.staged_copy
     }
     pub(crate) fn num_slots(&self) -> usize {
         self.num_slots
@@ -243,6 +373,7 @@ impl Slots {
             buckets: self.layout.buckets(),
             spill_capacity: spill_rows,
             transport: self.transport,
+            staged_copy: self.staged_copy,
             wait_mode: self.wait,
             layout: self.layout.clone(),
             launch_shape: self.shape,
@@ -274,6 +405,17 @@ impl Slots {
         let off = slot * self.layout.slot_stride() + self.layout.trailer_offset();
         // SAFETY: in bounds of the host buffer (total_bytes covers every slot's trailer).
         unsafe { self.host.host_ptr().add(off).cast::<Trailer>() }
+    }
+
+    /// Sets every byte of every host slot to `byte`.
+    ///
+    /// # Safety
+    /// No readback of these slots is in flight or held (nothing writes or reads them).
+    #[cfg(feature = "testing")]
+    pub(crate) unsafe fn fill_host(&self, byte: u8) {
+        let len = self.layout.slot_stride() * self.num_slots;
+        // SAFETY: the host buffer holds every slot; per the contract nothing else uses it.
+        unsafe { std::ptr::write_bytes(self.host.host_ptr(), byte, len) };
     }
 
     /// Whether slot `slot`'s trailer holds `seq` (Acquire: then everything the kernel stored
@@ -428,8 +570,14 @@ impl Slots {
     /// is valid per the enqueue's contract until the pack has run; a host-sequenced slot is
     /// held by the caller.
     pub(super) unsafe fn launch(&self, stream: CUstream, pack: Pack<'_>, at: SlotAt) -> Result<()> {
-        match pack.offsets {
-            None => {
+        match (pack.offsets, &self.sized, at) {
+            (None, Some(sized), SlotAt::Host { slot, .. }) => {
+                let p = self.pack_params(pack.sources, pack.count, at);
+                // SAFETY: per this function's contract: the caller holds the slot, so no one
+                // else launches its graph; the graph's copies follow the pack.
+                unsafe { sized.launch(stream, slot, p) }
+            }
+            (None, _, _) => {
                 let mut p = self.pack_params(pack.sources, pack.count, at);
                 let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];
                 // SAFETY: one parameter of type srb_pack_params (bindgen from the kernel's
@@ -438,7 +586,7 @@ impl Slots {
                 // programmatically.
                 unsafe { self.pack.launch(stream, self.shape, &mut args) }
             }
-            Some(offsets) => {
+            (Some(offsets), _, _) => {
                 let mut p = self.pack_buckets_params(pack.sources, pack.count, offsets, at);
                 let mut args = [(&mut p as *mut abi::srb_pack_buckets_params).cast::<c_void>()];
                 let shape = LaunchShape {
@@ -573,3 +721,52 @@ const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<Slots>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(cfg: &ReadbackConfig, filler: Filler, table: BucketTable) -> Result<CopyPlan> {
+        let (layout, _) = Slots::plan(&[8, 4], cfg, Sequencing::Host, table, filler)?;
+        Slots::copy_plan(&layout, cfg, Sequencing::Host, filler)
+    }
+
+    #[test]
+    fn the_sized_copy_serves_staged_packs_of_one_bucket() {
+        let staged = ReadbackConfig::new(1000).transport(Transport::Staged);
+        let (pack, append) = (Filler::Pack, Filler::Append);
+        let one = BucketTable::IfBucketed;
+        assert_eq!(
+            plan(&staged, pack, one).unwrap(),
+            CopyPlan::Sized { required: false }
+        );
+        let sized = staged.clone().staged_copy(StagedCopy::Sized);
+        assert_eq!(
+            plan(&sized, pack, one).unwrap(),
+            CopyPlan::Sized { required: true }
+        );
+        let whole = staged.clone().staged_copy(StagedCopy::Whole);
+        assert_eq!(plan(&whole, pack, one).unwrap(), CopyPlan::Whole);
+        // Appends and buckets copy the whole slot under Auto, and refuse an explicit Sized.
+        assert_eq!(plan(&staged, append, one).unwrap(), CopyPlan::Whole);
+        let bucketed = staged.clone().buckets(4);
+        assert_eq!(plan(&bucketed, pack, one).unwrap(), CopyPlan::Whole);
+        assert_eq!(
+            plan(&staged, pack, BucketTable::Always).unwrap(),
+            CopyPlan::Whole
+        );
+        for (cfg, filler) in [(sized.clone(), append), (sized.clone().buckets(4), pack)] {
+            let e = plan(&cfg, filler, one).unwrap_err();
+            assert!(matches!(e, Error::SizedCopyUnavailable { .. }), "{e:?}");
+        }
+        // Mapped copies nothing; an explicit Sized there is an error that says so.
+        let mapped = ReadbackConfig::new(1000);
+        assert_eq!(plan(&mapped, pack, one).unwrap(), CopyPlan::None);
+        let e = plan(&mapped.staged_copy(StagedCopy::Sized), pack, one).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the mapped transport copies nothing"),
+            "{e}"
+        );
+    }
+}

@@ -99,6 +99,17 @@ impl<'a> SlotView<'a> {
         self.seq
     }
 
+    /// Column `col`'s `capacity * elem_size` bytes, past the count too (what a staged copy
+    /// wrote there, or what was there before); `None` if there is no such column.
+    #[cfg(feature = "testing")]
+    pub(crate) fn column_capacity_bytes(&self, col: usize) -> Option<&'a [u8]> {
+        let size = *self.slots.layout().elem_sizes().get(col)?;
+        let ptr = self.slots.column_host_ptr(self.slot, col);
+        // SAFETY: the column's region holds capacity rows (times the buckets) in the host
+        // buffer; the readback is complete and the slot held for 'a, so nothing writes it.
+        Some(unsafe { std::slice::from_raw_parts(ptr, self.slots.layout().capacity() * size) })
+    }
+
     /// Column `col`'s `rows * elem_size` bytes; `None` if there is no such column.
     pub(crate) fn column_bytes(&self, col: usize) -> Option<&'a [u8]> {
         let size = *self.slots.layout().elem_sizes().get(col)?;

@@ -7,3 +7,4 @@ pub(crate) mod driver;
 pub(crate) mod event;
 pub(crate) mod images;
 pub(crate) mod module;
+pub(crate) mod switch_graph;

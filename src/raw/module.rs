@@ -28,7 +28,23 @@ impl Module {
     /// The library's kernels in `ctx`: loaded on first use, shared while any user holds it.
     pub(crate) fn library(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
         static LOADED: Mutex<Vec<(usize, Weak<Module>)>> = Mutex::new(Vec::new());
-        let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+        Self::shared(&LOADED, ctx, &images::LIBRARY)
+    }
+
+    /// The staged sized copy's pack (`srb_pack_switch`, [`images::SWITCH`]) in `ctx`, shared
+    /// alike. Its images need a CUDA 12.8 driver (graph conditionals set from a kernel).
+    pub(crate) fn switch(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
+        static LOADED: Mutex<Vec<(usize, Weak<Module>)>> = Mutex::new(Vec::new());
+        Self::shared(&LOADED, ctx, &images::SWITCH)
+    }
+
+    /// `set`'s module in `ctx`, from `cache` (one per context while any user holds it).
+    fn shared(
+        cache: &Mutex<Vec<(usize, Weak<Module>)>>,
+        ctx: &Arc<CudaContext>,
+        set: &'static images::ImageSet,
+    ) -> Result<Arc<Self>> {
+        let mut loaded = cache.lock().unwrap_or_else(|p| p.into_inner());
         loaded.retain(|(_, m)| m.strong_count() > 0);
         let key = ctx.cu_ctx() as usize;
         if let Some(m) = loaded
@@ -38,7 +54,7 @@ impl Module {
         {
             return Ok(m);
         }
-        let m = Self::load_set(ctx, &images::LIBRARY)?.0;
+        let m = Self::load_set(ctx, set)?.0;
         loaded.push((key, Arc::downgrade(&m)));
         Ok(m)
     }
@@ -109,6 +125,11 @@ unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
 
 impl Kernel {
+    /// The function handle, for a graph's kernel node; valid while `self` lives.
+    pub(crate) fn raw(&self) -> CUfunction {
+        self.func
+    }
+
     /// The PTX virtual architecture the loaded code was compiled from, times ten (e.g. 90 for
     /// compute_90), from `CU_FUNC_ATTRIBUTE_PTX_VERSION`.
     pub(crate) fn ptx_version(&self) -> Result<i32> {

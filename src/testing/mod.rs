@@ -120,6 +120,32 @@ impl PinnedBuffer {
     }
 }
 
+/// Loads the switch image set (the staged sized copy's `srb_pack_switch`, which needs a CUDA
+/// 12.8 driver) into `ctx`, as a sized readback does, and says which image it loaded and the
+/// PTX version its kernel was compiled from: a load the driver refuses fails here with the
+/// driver's own error, apart from building the graphs.
+pub fn load_switch_image(ctx: &Arc<CudaContext>) -> Result<(KernelImage, i32)> {
+    let (m, image) = module::Module::load_set(ctx, &images::SWITCH)?;
+    let ptx = m.function(c"srb_pack_switch")?.ptx_version()?;
+    Ok((image, ptx))
+}
+
+/// Sets every byte of `rb`'s host slots to `byte`, so that a test can tell which bytes a
+/// staged copy wrote.
+///
+/// # Safety
+/// No readback of `rb` is in flight or held.
+pub unsafe fn fill_host_slots(rb: &crate::ColumnReadback, byte: u8) {
+    // SAFETY: per the contract.
+    unsafe { rb.engine().slots().fill_host(byte) }
+}
+
+/// Column `col`'s bytes of `out`'s slot for the whole capacity, past the count too: what the
+/// staged copy wrote there, or what was there before. `None` for a column out of range.
+pub fn column_capacity_bytes<'a>(out: &crate::ColumnReadout<'a>, col: usize) -> Option<&'a [u8]> {
+    out.view().column_capacity_bytes(col)
+}
+
 /// Copies `bytes` to device address `dst` of `ctx`, synchronously.
 ///
 /// # Safety

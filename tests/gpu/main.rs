@@ -17,6 +17,7 @@ mod kernel_image;
 mod pack;
 mod reliability;
 mod seed;
+mod staged_switch;
 
 use test_support::Test;
 
@@ -27,6 +28,7 @@ const SUBJECTS: &[&[Test]] = &[
     kernel_image::TESTS,
     append::TESTS,
     buckets::TESTS,
+    staged_switch::TESTS,
     embedding::TESTS,
     reliability::load::TESTS,
     reliability::lifecycle::TESTS,

@@ -18,13 +18,38 @@ pub const PTX: &[u32] = &[70, 90];
 /// The newest PTX ISA the committed PTX may use: what CUDA 12.0 (R525) can JIT.
 pub const MAX_PTX_VERSION: (u32, u32) = (8, 0);
 
+/// The newest PTX ISA of the switch set's PTX: what NVRTC 12.8 writes (R570+ drivers JIT it).
+pub const MAX_PTX_VERSION_SWITCH: (u32, u32) = (8, 7);
+
+/// Which NVRTC compiles a unit's images.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Generators {
+    /// NVRTC 12.0 for the PTX and sm_70–sm_90, NVRTC 12.8 for Blackwell: runs on R525+.
+    Baseline,
+    /// NVRTC 12.8 for every image (device-side graph conditionals need it): the library loads
+    /// the unit only on drivers of CUDA 12.8 or newer.
+    Nvrtc128,
+}
+
 /// A translation unit: every `.cu` file of one folder, included in name order.
 pub struct Unit {
-    /// `library` (always embedded) or `testing` (behind the `testing` feature).
+    /// `library` (always embedded), `testing` (behind the `testing` feature) or `switch` (the
+    /// staged transport's sized copy, loaded on CUDA 12.8+ drivers).
     pub name: &'static str,
     pub dir: &'static str,
     /// Options of this unit only.
     pub extra: &'static [&'static str],
+    pub generators: Generators,
+}
+
+impl Unit {
+    /// The newest PTX ISA this unit's PTX may use.
+    pub fn max_ptx_version(&self) -> (u32, u32) {
+        match self.generators {
+            Generators::Baseline => MAX_PTX_VERSION,
+            Generators::Nvrtc128 => MAX_PTX_VERSION_SWITCH,
+        }
+    }
 }
 
 pub const UNITS: &[Unit] = &[
@@ -32,12 +57,22 @@ pub const UNITS: &[Unit] = &[
         name: "library",
         dir: "csrc",
         extra: &[],
+        generators: Generators::Baseline,
     },
     // The append tests' row selection multiplies in 128 bits.
     Unit {
         name: "testing",
         dir: "csrc/testing",
         extra: &["--device-int128"],
+        generators: Generators::Baseline,
+    },
+    // The pack kernel again, as `srb_pack_switch`, which sets the staged copy's size class
+    // through cudaGraphSetConditional (a builtin of NVRTC 12.8; NVRTC 12.0 lacks it).
+    Unit {
+        name: "switch",
+        dir: "csrc/switch",
+        extra: &[],
+        generators: Generators::Nvrtc128,
     },
 ];
 
@@ -94,7 +129,7 @@ pub fn compile(
         let is_ptx = matches!(output, Output::Ptx);
         let bytes = nv.compile(&program, &source, &o, output)?;
         if is_ptx {
-            check_ptx_version(&bytes, &target)?;
+            check_ptx_version(&bytes, &target, unit.max_ptx_version())?;
         }
         let (major, minor) = nv.version();
         out.push(Image {
@@ -104,20 +139,24 @@ pub fn compile(
         });
         Ok(())
     };
+    let early = match unit.generators {
+        Generators::Baseline => nvrtc_12_0,
+        Generators::Nvrtc128 => nvrtc_12_8,
+    };
     for a in CUBINS_12_0 {
-        build(nvrtc_12_0, format!("sm_{a}"), Output::Cubin, "cubin")?;
+        build(early, format!("sm_{a}"), Output::Cubin, "cubin")?;
     }
     for a in CUBINS_12_8 {
         build(nvrtc_12_8, format!("sm_{a}"), Output::Cubin, "cubin")?;
     }
     for a in PTX {
-        build(nvrtc_12_0, format!("compute_{a}"), Output::Ptx, "ptx")?;
+        build(early, format!("compute_{a}"), Output::Ptx, "ptx")?;
     }
     Ok(out)
 }
 
-/// Fails unless the PTX's `.version` is at most [`MAX_PTX_VERSION`] and its `.target` is `target`.
-fn check_ptx_version(ptx: &[u8], target: &str) -> Result<()> {
+/// Fails unless the PTX's `.version` is at most `max` and its `.target` is `target`.
+fn check_ptx_version(ptx: &[u8], target: &str, max: (u32, u32)) -> Result<()> {
     let text = String::from_utf8_lossy(ptx);
     let field = |key: &str| {
         text.lines()
@@ -126,10 +165,7 @@ fn check_ptx_version(ptx: &[u8], target: &str) -> Result<()> {
     let version = field(".version").context("PTX without .version")?;
     let (major, minor) = version.split_once('.').context("malformed .version")?;
     let v: (u32, u32) = (major.parse()?, minor.parse()?);
-    anyhow::ensure!(
-        v <= MAX_PTX_VERSION,
-        "PTX .version {version} is newer than {MAX_PTX_VERSION:?}"
-    );
+    anyhow::ensure!(v <= max, "PTX .version {version} is newer than {max:?}");
     let t = field(".target").context("PTX without .target")?;
     anyhow::ensure!(
         t == target.replace("compute_", "sm_"),

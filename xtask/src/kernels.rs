@@ -75,7 +75,12 @@ fn inputs(root: &Path) -> Result<Vec<String>> {
     // Every file under csrc/ (the kernels compile with `-I` there, so a header beside them
     // counts), and the shipped headers.
     let mut v = Vec::new();
-    for dir in ["csrc", "csrc/testing", "include/sized_readback"] {
+    for dir in [
+        "csrc",
+        "csrc/testing",
+        "csrc/switch",
+        "include/sized_readback",
+    ] {
         for e in fs::read_dir(root.join(dir))? {
             let p = e?.path();
             if p.is_file() {
@@ -148,7 +153,11 @@ pub fn ptxas(root: &Path) -> Result<()> {
     let out = Command::new(&ptxas).arg("--version").output()?;
     let version = String::from_utf8_lossy(&out.stdout);
     let version = version.lines().last().unwrap_or_default().to_string();
-    for unit in images::UNITS {
+    // The switch set's PTX is ISA 8.7, loaded only on CUDA 12.8+ drivers: not for R525's JIT.
+    for unit in images::UNITS
+        .iter()
+        .filter(|u| u.generators == images::Generators::Baseline)
+    {
         for (ptx, sm) in [("compute_70", "sm_70"), ("compute_90", "sm_90")] {
             let file = root.join(format!("kernels/{}/{ptx}.ptx", unit.name));
             let cubin = std::env::temp_dir().join(format!("srb-ptxas-{}-{sm}.cubin", unit.name));

@@ -3,7 +3,7 @@
 //! (the safe enqueue), taking a slot, ordering after the slot's previous readback, the pack
 //! kernel, the staged copy and the slot's event.
 use super::HostEngine;
-use crate::config::Transport;
+use crate::config::{StagedCopy, Transport};
 use crate::element::CountType;
 use crate::engine::ring::Lease;
 use crate::engine::slots::{Pack, SlotAt};
@@ -279,7 +279,8 @@ impl HostEngine {
         Ok(id)
     }
 
-    /// After the slot's kernel: the staged copy, then the slot's event, then the stream's key
+    /// After the slot's kernel: the staged copy of the whole slot (the sized copy is part of
+    /// the pack's graph), then the slot's event, then the stream's key
     /// (0, unknown, when the event does not cover the readback, so the next user waits).
     ///
     /// # Safety
@@ -291,7 +292,9 @@ impl HostEngine {
         id: u64,
         copy: bool,
     ) -> Result<()> {
-        let copied = match (&self.slots.staging, copy) {
+        // The sized copy ran inside the slot's graph, with the pack.
+        let whole = self.slots.staged_copy() == Some(StagedCopy::Whole);
+        let copied = match (&self.slots.staging, copy && whole) {
             (Some(dev), true) => {
                 let off = lease.slot * self.slots.layout.slot_stride();
                 // SAFETY: both ranges lie inside their allocations of `total` bytes; the host

@@ -3,7 +3,7 @@
 //! slot. By phase: `enqueue.rs` (the safe and the raw enqueue, the pack into a slot),
 //! `append.rs` (a slot for the user's kernel, and the fetch of its spill), `wait.rs`.
 use super::ring::{Lease, Ring};
-use super::slots::{Sequencing, Slots};
+use super::slots::{Filler, Sequencing, Slots};
 use super::spill::SpillRegion;
 use crate::config::ReadbackConfig;
 use crate::error::{Error, Result};
@@ -57,7 +57,7 @@ impl HostEngine {
         table: BucketTable,
     ) -> Result<Arc<Self>> {
         refuse_spill(cfg)?;
-        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, table)?;
+        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
         Self::with_slots(ctx, slots, cfg, None, None)
     }
 
@@ -76,6 +76,7 @@ impl HostEngine {
             cfg,
             Sequencing::Host,
             BucketTable::IfBucketed,
+            Filler::Append,
         )?;
         let spill = plan
             .map(|p| SpillRegion::new(ctx, p, cfg.slots))
@@ -117,14 +118,20 @@ impl HostEngine {
         table: BucketTable,
     ) -> Result<()> {
         refuse_spill(cfg)?;
-        Slots::plan(elem_sizes, cfg, Sequencing::Host, table)?;
+        Slots::plan(elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
         Ok(())
     }
 
     /// What [`Self::appends`] checks before it touches the driver: the slots' settings and
     /// sizes, and those of the spill region.
     pub(crate) fn check_appends(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, Sequencing::Host, BucketTable::IfBucketed)?;
+        Slots::plan(
+            elem_sizes,
+            cfg,
+            Sequencing::Host,
+            BucketTable::IfBucketed,
+            Filler::Append,
+        )?;
         SpillRegion::plan(elem_sizes, cfg, cfg.buckets)?;
         Ok(())
     }

@@ -166,3 +166,85 @@ pub(crate) static TESTING: ImageSet = ImageSet {
         },
     ],
 };
+pub(crate) static SWITCH: ImageSet = ImageSet {
+    cubins: &[
+        Cubin {
+            arch: 70,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_70.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 75,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_75.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 80,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_80.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 86,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_86.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 89,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_89.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 90,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_90.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 100,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_100.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 120,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/switch/sm_120.cubin"
+            ))),
+        },
+    ],
+    ptx: &[
+        Ptx {
+            arch: 70,
+            text: concat!(
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/kernels/switch/compute_70.ptx"
+                )),
+                "\0"
+            ),
+        },
+        Ptx {
+            arch: 90,
+            text: concat!(
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/kernels/switch/compute_90.ptx"
+                )),
+                "\0"
+            ),
+        },
+    ],
+};

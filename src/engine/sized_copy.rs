@@ -1,0 +1,201 @@
+//! The staged transport's sized copy ([`crate::StagedCopy::Sized`]): per slot, one
+//! instantiated CUDA graph `[srb_pack_switch] -> SWITCH`, whose body `k` copies
+//! `min(2^k, capacity)` rows of every column and the trailer from the device slot to the host
+//! slot; the pack sets the body from the count it read. Each enqueue sets the kernel node's
+//! parameters (sources, count, sequence number) and launches the slot's graph.
+//!
+//! Why one graph per slot, updated per enqueue, and not a graph per (slot, sources, count):
+//! a simulation may hand a different buffer to every enqueue, and a cache keyed on addresses
+//! would instantiate a graph on every miss and hold graphs for buffers long freed; the update
+//! is one `cuGraphExecKernelNodeSetParams` per enqueue, whatever the buffers.
+//!
+//! The slot layout stays the one every transport shares (columns, then the trailer), so the
+//! append header and the C API read the same bytes: a body holds one copy per column and one
+//! of the trailer, run side by side, with neighbours less than a column alignment apart merged
+//! into one (the top class is one copy of the whole slot).
+use crate::error::Result;
+use crate::launch::LaunchShape;
+use crate::layout::{SlotLayout, COLUMN_ALIGN};
+use crate::raw::abi;
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::module::{Kernel, Module};
+use crate::raw::switch_graph::{self, HostCopy, SwitchGraph};
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::CudaContext;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Size classes of a slot of `capacity` rows: class `k` copies `min(2^k, capacity)` rows, up
+/// to the first class that holds the capacity (`ceil(log2(capacity)) + 1` classes).
+pub(crate) fn size_classes(capacity: usize) -> usize {
+    let capacity = capacity.max(1);
+    capacity.next_power_of_two().trailing_zeros() as usize + 1
+}
+
+/// The byte ranges `(offset, bytes)` within a slot that class `class` copies: the first
+/// `min(2^class, capacity)` rows of each column, and the bucket table (if any) with the
+/// trailer; ranges less than a column alignment apart are merged.
+pub(crate) fn class_ranges(layout: &SlotLayout, class: usize) -> Vec<(usize, usize)> {
+    let rows = (1usize << class.min(usize::BITS as usize - 1)).min(layout.capacity());
+    let mut ranges: Vec<(usize, usize)> = layout
+        .column_offsets()
+        .iter()
+        .zip(layout.elem_sizes())
+        .map(|(&off, &size)| (off, rows * size))
+        .collect();
+    let tail = if layout.has_bucket_table() {
+        layout.bucket_table_offset()
+    } else {
+        layout.trailer_offset()
+    };
+    ranges.push((tail, layout.slot_bytes() - tail));
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (off, bytes) in ranges {
+        match merged.last_mut() {
+            Some((o, b)) if off - (*o + *b) < COLUMN_ALIGN => *b = off + bytes - *o,
+            _ => merged.push((off, bytes)),
+        }
+    }
+    merged
+}
+
+/// One graph per slot, and the kernel they run.
+#[derive(Debug)]
+pub(crate) struct SizedCopy {
+    graphs: Vec<SwitchGraph>,
+}
+
+impl SizedCopy {
+    /// Builds, instantiates and uploads the graph of every one of `num_slots` slots, copying
+    /// from `staging` to `host`. `params` gives a slot's pack parameters (the sources and the
+    /// count are set per enqueue; the first graph's are placeholders).
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        layout: &SlotLayout,
+        num_slots: usize,
+        shape: LaunchShape,
+        host: &PinnedBuffer,
+        staging: &DeviceBuffer,
+        params: impl Fn(usize) -> abi::srb_pack_params,
+    ) -> Result<Self> {
+        let module = Module::switch(ctx)?;
+        let kernel: Kernel = module.function(c"srb_pack_switch")?;
+        let classes: Vec<Vec<(usize, usize)>> = (0..size_classes(layout.capacity()))
+            .map(|k| class_ranges(layout, k))
+            .collect();
+        // The uploads go to a stream of their own, synchronized before the readback is handed
+        // out (the legacy stream would wait for, and hold up, the context's other work).
+        let upload = ctx
+            .new_stream()
+            .map_err(crate::error::Error::cuda("cuStreamCreate"))?;
+        let mut graphs = Vec::with_capacity(num_slots);
+        for slot in 0..num_slots {
+            let base = slot * layout.slot_stride();
+            let bodies: Vec<Vec<HostCopy>> = classes
+                .iter()
+                .map(|ranges| {
+                    ranges
+                        .iter()
+                        .map(|&(off, bytes)| HostCopy {
+                            // SAFETY: inside the host buffer (total_bytes covers every slot).
+                            dst: unsafe { host.host_ptr().add(base + off) },
+                            src: staging.ptr() + (base + off) as u64,
+                            bytes,
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut p = params(slot);
+            let param = (&mut p as *mut abi::srb_pack_params).cast::<c_void>();
+            // SAFETY: the context is bound by the caller (Slots::new) and is the kernel's;
+            // srb_pack_switch takes srb_pack_params then the handle; the copies lie inside the
+            // staging buffer and the host buffer (allocated device-mapped for this), which the
+            // Slots that own this outlive it with; `upload` is a stream of the context.
+            let graph = unsafe {
+                SwitchGraph::new(
+                    ctx.cu_ctx(),
+                    &kernel,
+                    shape,
+                    param,
+                    &bodies,
+                    upload.cu_stream(),
+                )?
+            };
+            graphs.push(graph);
+        }
+        upload
+            .synchronize()
+            .map_err(crate::error::Error::cuda("cuStreamSynchronize"))?;
+        Ok(SizedCopy { graphs })
+    }
+
+    /// Packs with `params` into slot `slot` and copies the rows it packed, on `stream`.
+    ///
+    /// # Safety
+    /// The context is bound, `stream` is a live stream of it, the caller holds the slot's
+    /// lease (no one else launches its graph), and the memory `params` addresses is valid
+    /// until the pack has run.
+    pub(crate) unsafe fn launch(
+        &self,
+        stream: CUstream,
+        slot: usize,
+        mut params: abi::srb_pack_params,
+    ) -> Result<()> {
+        let param = (&mut params as *mut abi::srb_pack_params).cast::<c_void>();
+        // SAFETY: per the contract; srb_pack_switch takes srb_pack_params, then the handle.
+        unsafe { self.graphs[slot].launch(stream, param) }
+    }
+}
+
+/// Whether this driver can run the sized copy: `cuDriverGetVersion` at least CUDA 12.8.
+/// Returns the version, and whether it suffices.
+pub(crate) fn driver_supports() -> Result<(i32, bool)> {
+    let v = switch_graph::driver_version()?;
+    Ok((v, v >= switch_graph::SIZED_COPY_DRIVER))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::BucketTable;
+
+    #[test]
+    fn classes_reach_the_capacity() {
+        assert_eq!(size_classes(1), 1);
+        assert_eq!(size_classes(2), 2);
+        assert_eq!(size_classes(3), 3);
+        assert_eq!(size_classes(4), 3);
+        assert_eq!(size_classes(5), 4);
+        assert_eq!(size_classes(1 << 20), 21);
+        assert_eq!(size_classes((1 << 20) + 1), 22);
+    }
+
+    #[test]
+    fn one_column_copies_its_rows_and_the_trailer() {
+        // 100 rows of 8 bytes: column at 0, trailer at 800.
+        let l = SlotLayout::new(100, &[8]).unwrap();
+        assert_eq!(l.trailer_offset(), 800);
+        assert_eq!(class_ranges(&l, 0), vec![(0, 8), (800, 32)]);
+        assert_eq!(class_ranges(&l, 3), vec![(0, 64), (800, 32)]);
+        // 64 rows end at 512, far from the trailer.
+        assert_eq!(class_ranges(&l, 6), vec![(0, 512), (800, 32)]);
+        // The top class (128 >= 100 rows): the whole slot in one copy.
+        assert_eq!(class_ranges(&l, 7), vec![(0, 832)]);
+        assert_eq!(size_classes(l.capacity()), 8);
+    }
+
+    #[test]
+    fn columns_of_mixed_sizes_and_a_table() {
+        let l = SlotLayout::new(3, &[8, 4, 12, 1]).unwrap();
+        // offsets 0, 32, 48, 96; trailer 112.
+        // 1 row: column 1 ends at 36, 12 bytes before column 2: merged; column 3 ends at 97,
+        // 15 bytes before the trailer: merged.
+        assert_eq!(class_ranges(&l, 0), vec![(0, 8), (32, 28), (96, 48)]);
+        // 2 rows: column 0 ends at 16, a whole alignment (16) before column 1: apart.
+        assert_eq!(class_ranges(&l, 1), vec![(0, 16), (32, 40), (96, 48)]);
+        // Top class: every region meets the next within the padding.
+        assert_eq!(class_ranges(&l, 2), vec![(0, 144)]);
+        let t = SlotLayout::with_buckets(3, &[8], 1, BucketTable::Always).unwrap();
+        assert_eq!(class_ranges(&t, 0), vec![(0, 8), (32, t.slot_bytes() - 32)]);
+    }
+}
