@@ -311,27 +311,61 @@ fn kernel_params(
     }
 }
 
-/// A 1-D device-to-host copy as 3-D parameters (what `cudaGraphAddMemcpyNode1D` builds).
+/// A 1-D device-to-host copy as 3-D parameters (what `cudaGraphAddMemcpyNode1D` builds). Every
+/// field is written out: the memory types are enums without a zero value, so the struct cannot
+/// start out zeroed.
 fn memcpy_params(c: &HostCopy) -> sys::CUDA_MEMCPY3D {
-    // SAFETY: plain data; zero is a valid value for every field (null pointers, type 0).
-    let mut p: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-    p.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    p.srcDevice = c.src;
-    p.srcPitch = c.bytes;
-    p.srcHeight = 1;
-    p.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-    p.dstHost = c.dst.cast();
-    p.dstPitch = c.bytes;
-    p.dstHeight = 1;
-    p.WidthInBytes = c.bytes;
-    p.Height = 1;
-    p.Depth = 1;
-    p
+    sys::CUDA_MEMCPY3D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: c.src,
+        srcArray: std::ptr::null_mut(),
+        reserved0: std::ptr::null_mut(),
+        srcPitch: c.bytes,
+        srcHeight: 1,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        dstHost: c.dst.cast(),
+        dstDevice: 0,
+        dstArray: std::ptr::null_mut(),
+        reserved1: std::ptr::null_mut(),
+        dstPitch: c.bytes,
+        dstHeight: 1,
+        WidthInBytes: c.bytes,
+        Height: 1,
+        Depth: 1,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memcpy_params_describe_one_row_of_bytes() {
+        let mut host = [0u8; 64];
+        let c = HostCopy {
+            dst: host.as_mut_ptr(),
+            src: 0x7000_0000,
+            bytes: 48,
+        };
+        let p = memcpy_params(&c);
+        assert_eq!(p.srcMemoryType, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+        assert_eq!(p.dstMemoryType, sys::CUmemorytype::CU_MEMORYTYPE_HOST);
+        assert_eq!(
+            (p.srcDevice, p.dstHost),
+            (0x7000_0000, host.as_mut_ptr().cast())
+        );
+        assert_eq!((p.WidthInBytes, p.Height, p.Depth), (48, 1, 1));
+        assert_eq!((p.srcPitch, p.dstPitch), (48, 48));
+    }
 
     #[test]
     fn structs_have_cuda_h_sizes() {
