@@ -1,4 +1,4 @@
-// append.cu: append kernels for the tests (tests/append.rs), through the shipped header
+// append.cu: append kernels for the tests (tests/gpu/append.rs), through the shipped header
 // include/sized_readback/append.cuh, in every shape the tests need.
 //
 // Candidate i (0 <= i < n) is kept iff (i * p) % n < count, with p coprime to n, so exactly

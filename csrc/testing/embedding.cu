@@ -1,4 +1,4 @@
-// embedding.cu: producer kernels for the embedding tests (tests/embedding.rs). A simulation
+// embedding.cu: producer kernels for the embedding tests (tests/gpu/embedding.rs). A simulation
 // step in structure-of-arrays form whose count and values change on every CUDA graph replay
 // although its parameters are frozen in the graph: they come from a device-resident step.
 #include "sized_readback/slot.h"  // fixed-width integer types under nvcc and NVRTC alike
@@ -11,7 +11,7 @@ __device__ __forceinline__ uint64_t srbe_mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// The count for key k (tests/embedding.rs mirrors it): mostly mix(k) % (cap + 1), sometimes
+// The count for key k (tests/gpu/embedding.rs mirrors it): mostly mix(k) % (cap + 1), sometimes
 // cap + 1 (over capacity) or -3 (negative), so error replays are exercised too.
 __device__ __forceinline__ int64_t srbe_count(uint64_t k, uint64_t cap) {
     if (k % 997 == 13) return (int64_t)cap + 1;
