@@ -67,6 +67,19 @@ impl ColSpec {
                 .map(|r| r.to_string())
                 .unwrap_or_else(|_| "?".into())
         };
+        // numpy's own flag: any field, at any depth, of kind O. The slot holds bytes copied
+        // from the device, and a view that read them as object references would dereference
+        // whatever addresses they happen to hold.
+        if d.getattr("hasobject")?.extract::<bool>()? {
+            return Err(config(
+                py,
+                format!(
+                    "column dtype {} holds Python objects: a slot holds device bytes, never \
+                     object references",
+                    what()
+                ),
+            ));
+        }
         let kind = match kind.as_str() {
             "b" | "i" | "u" | "f" | "c" | "V" => kind.as_bytes()[0],
             _ => {
