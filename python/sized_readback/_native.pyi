@@ -85,12 +85,18 @@ class Readback:
         ``stream``: where the pack runs, after the work already there; ``None``: the current
         stream of the framework that owns ``data`` (PyTorch's or CuPy's current stream, the
         stream a CUDA Array Interface names, else the legacy default stream). Work the arrays'
-        producers report on other streams is waited for on the device. Never synchronizes the
-        host. The arrays are kept alive until the readback is known complete.
+        producers report on other streams is waited for on the device. The arrays are kept
+        alive until the readback is known complete.
+
+        Returns without waiting for the device, with one exception: when every slot is held
+        and some are held by tickets dropped before their readback completed, it blocks (GIL
+        released, Ctrl-C raising ``KeyboardInterrupt``) until the oldest of those completes,
+        then takes its slot. Keep tickets (or wait on them) to never block here.
 
         Raises ``ValueError`` for arrays of other dtypes or shapes, non-contiguous ones, host
         memory, or another device (``ForeignDeviceError``); ``SlotsExhaustedError`` when every
-        slot is held; ``StreamCapturingError`` on a capturing stream (use ``GraphReadback``).
+        slot is held by live tickets, readouts or views; ``StreamCapturingError`` on a
+        capturing stream (use ``GraphReadback``).
         Errors about the count itself come from ``Ticket.wait()``.
         """
     def grow(self, capacity: int) -> None:
@@ -101,7 +107,9 @@ class Readback:
     @property
     def slots(self) -> int: ...
     @property
-    def slots_in_use(self) -> int: ...
+    def slots_in_use(self) -> int:
+        """Slots held now: by tickets, readouts and their views, and by tickets dropped while
+        their readback was in flight until the next enqueue sees it complete."""
     @property
     def device(self) -> int: ...
     @property

@@ -4,7 +4,7 @@ use crate::errors::{make, IntoPy};
 use crate::py_util::{info_dict, torch_current_stream};
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
-use crate::stream::{resolve, CtxGuard, Shared};
+use crate::stream::{resolve, CtxGuard, Pool, Shared};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -15,12 +15,12 @@ use srb::{
     StagedCopy, Transport,
 };
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest stretch a wait spends without the GIL before it checks for signals (Ctrl-C).
-const WAIT_SLICE: Duration = Duration::from_millis(100);
+pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 /// What a readback reads, kept alive until it is known complete: the arrays, a DLPack
 /// capsule, the stream object. The common enqueue (data, count, maybe a capsule or a stream)
@@ -366,14 +366,17 @@ pub struct Readback {
     staged: Option<ManuallyDrop<ColumnReadback>>,
     /// `transport="auto"`: the last count from which enqueues go staged.
     staged_from: AtomicUsize,
+    /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
+    generation: AtomicU64,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
 }
 
 impl Readback {
-    /// The core's enqueue and the ticket. An enqueue that finds every slot held while dropped
-    /// tickets still hold some waits for the oldest of those to complete, then tries again.
+    /// The core's enqueue and the ticket. An enqueue that finds every slot of its set held
+    /// while dropped tickets of that set (same transport, same generation) still hold some
+    /// waits for the oldest of those to complete (in slices, Ctrl-C working), then tries again.
     ///
     /// # Safety
     /// As [`ColumnReadback::enqueue_raw_stream`]; the context is bound.
@@ -394,12 +397,17 @@ impl Readback {
             }
             _ => &self.rb,
         };
+        let pool = Pool {
+            staged: rb.transport() == Transport::Staged,
+            generation: self.generation.load(Ordering::Relaxed),
+        };
         loop {
             // SAFETY: per this function's contract.
             let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
             match r {
                 Ok(ticket) => {
                     return Ok(Ticket {
+                        pool,
                         transport: transport_name(rb.transport()),
                         seq: ticket.seq(),
                         core: Some(Core::Pack(ticket)),
@@ -410,7 +418,7 @@ impl Readback {
                         state: State::Pending,
                     })
                 }
-                Err(srb::Error::SlotsExhausted { .. }) if self.shared.free_oldest(py) => {
+                Err(srb::Error::SlotsExhausted { .. }) if self.shared.free_oldest(py, pool)? => {
                     self.shared.bind(py)?;
                 }
                 Err(e) => return Err(crate::errors::to_py(py, e)),
@@ -466,13 +474,16 @@ impl Readback {
             rb: ManuallyDrop::new(rb),
             staged,
             staged_from: AtomicUsize::new(auto_threshold(capacity, row_bytes)),
+            generation: AtomicU64::new(0),
             shared,
             specs: Arc::new(specs),
             columns,
         })
     }
 
-    /// Enqueues the readback of `count` rows of `data` on `stream` and returns at once.
+    /// Enqueues the readback of `count` rows of `data` on `stream` and returns without
+    /// waiting for the device, unless every slot is held and some by tickets dropped in
+    /// flight: then it waits (GIL released, Ctrl-C working) for the oldest of those.
     #[pyo3(signature = (data, count, stream=None))]
     fn enqueue(
         &self,
@@ -674,6 +685,7 @@ impl Readback {
             let obj = Py::new(
                 py,
                 Ticket {
+                    pool: Pool::default(),
                     transport: "mapped",
                     seq: ticket.seq(),
                     core: Some(Core::Pack(ticket)),
@@ -722,6 +734,7 @@ impl Readback {
         let _restore = CtxGuard::save();
         let capacity = check_capacity(capacity)?;
         self.rb.grow(capacity).py_err(py)?;
+        self.generation.fetch_add(1, Ordering::Relaxed);
         if let Some(st) = &self.staged {
             st.grow(capacity).py_err(py)?;
             let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
@@ -742,7 +755,8 @@ impl Readback {
     fn slots(&self) -> usize {
         self.rb.slots()
     }
-    /// Slots held now (by tickets, readouts and their views).
+    /// Slots held now: by tickets, readouts and their views, and by tickets dropped while
+    /// their readback was in flight, until the next enqueue sees it complete.
     #[getter]
     fn slots_in_use(&self) -> usize {
         self.rb.slots_in_use() + self.staged.as_ref().map_or(0, |s| s.slots_in_use())
@@ -897,6 +911,8 @@ pub(crate) enum State {
 /// One enqueued readback: wait on it (`wait()`), poll it (`done()`).
 #[pyclass(module = "sized_readback._native")]
 pub struct Ticket {
+    /// The slot set it took (a dropped ticket frees a slot of that set only).
+    pool: Pool,
     /// The slots' transport (for `transport="auto"`, the one this enqueue took).
     transport: &'static str,
     seq: u64,
@@ -919,6 +935,7 @@ impl Ticket {
         columns: bool,
     ) -> Self {
         Ticket {
+            pool: Pool::default(),
             transport,
             seq: ticket.seq(),
             core: Some(Core::Append(ticket)),
@@ -1120,7 +1137,7 @@ impl Drop for Ticket {
             && matches!(core, Core::Pack(_))
             && matches!(core.try_wait(), Ok(None));
         if in_flight {
-            self.shared.defer(core, keep);
+            self.shared.defer(self.pool, core, keep);
         } else {
             drop(core);
             drop(keep);

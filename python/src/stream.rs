@@ -7,7 +7,7 @@ use crate::py_util::{
     cupy_current_stream, owner_of, torch_current_stream, type_facts, Owner, StreamAccess,
     STREAM_ATTRS,
 };
-use crate::readback::{Core, Keep};
+use crate::readback::{Core, Keep, WAIT_SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -145,6 +145,15 @@ pub(crate) fn resolve(
     })
 }
 
+/// The slot set a ticket took: one per transport and per generation (each `grow` makes new
+/// slots; tickets handed out before keep the old ones). A dropped ticket frees a slot only of
+/// its own set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Pool {
+    pub(crate) staged: bool,
+    pub(crate) generation: u64,
+}
+
 /// Restores the thread's current CUDA context when dropped. The library's calls bind the
 /// readback's context and leave it bound; PyTorch and CuPy take their current device from the
 /// current context, so every call from Python that reaches the driver puts back the one it found
@@ -198,16 +207,17 @@ fn check(py: Python<'_>, status: CUresult, call: &'static str) -> PyResult<()> {
 struct Events {
     /// Joins other streams into an enqueue's stream (record there, wait here).
     order: Option<CUevent>,
-    /// Dropped, unfinished tickets: their slot (still held) and what they read, oldest first.
-    deferred: Vec<(Core, Keep)>,
+    /// Dropped, unfinished tickets: their slot set ([`Pool`]), their slot (still held) and
+    /// what they read, oldest first.
+    deferred: Vec<(Pool, Core, Keep)>,
 }
 
 /// What every ticket of a readback shares with it: the context, the ordering event, and the
 /// dropped tickets whose readback may still run.
 ///
 /// A dropped ticket whose readback is still in flight keeps its slot and its arrays here until
-/// the readback is seen complete (polled by the next enqueue, at no driver cost in the trailer
-/// wait mode), so no enqueue records an event of its own for that case.
+/// the readback is seen complete (polled by the next enqueue: see [`Shared::sweep`] for what
+/// the poll costs), so no enqueue records an event of its own for that case.
 pub(crate) struct Shared {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) device: i32,
@@ -307,8 +317,8 @@ impl Shared {
 
     /// Keeps the slot of a dropped ticket whose readback is in flight, and what it reads,
     /// until the readback completes.
-    pub(crate) fn defer(&self, core: Core, keep: Keep) {
-        self.lock().deferred.push((core, keep));
+    pub(crate) fn defer(&self, pool: Pool, core: Core, keep: Keep) {
+        self.lock().deferred.push((pool, core, keep));
         self.any_deferred.store(true, Ordering::Release);
     }
 
@@ -322,7 +332,7 @@ impl Shared {
             let mut ev = self.lock();
             let mut i = 0;
             while i < ev.deferred.len() {
-                if matches!(ev.deferred[i].0.try_wait(), Ok(None)) {
+                if matches!(ev.deferred[i].1.try_wait(), Ok(None)) {
                     i += 1;
                 } else {
                     released.push(ev.deferred.remove(i));
@@ -336,29 +346,44 @@ impl Shared {
         drop(released);
     }
 
-    /// After an enqueue found every slot held: waits (without the GIL) for the oldest dropped
-    /// ticket still in flight and frees its slot. False when no dropped ticket holds a slot
-    /// (the slots are held by live tickets or readouts: nothing to wait for).
-    pub(crate) fn free_oldest(&self, py: Python<'_>) -> bool {
-        let oldest = {
+    /// After an enqueue into `pool` found every slot held: waits for the oldest dropped ticket
+    /// of that slot set (the only ones whose completion frees a slot the enqueue can take)
+    /// and frees its slot. The wait releases the GIL in slices of [`WAIT_SLICE`] and checks
+    /// for signals between them (Ctrl-C raises `KeyboardInterrupt`, and the ticket stays
+    /// deferred). `Ok(false)` when no dropped ticket of `pool` holds a slot (the slots are
+    /// held by live tickets or readouts: nothing to wait for).
+    pub(crate) fn free_oldest(&self, py: Python<'_>, pool: Pool) -> PyResult<bool> {
+        let (core, keep) = {
             let mut ev = self.lock();
-            if ev.deferred.is_empty() {
-                return false;
-            }
-            let o = ev.deferred.remove(0);
+            let Some(i) = ev.deferred.iter().position(|(p, ..)| *p == pool) else {
+                return Ok(false);
+            };
+            let (_, core, keep) = ev.deferred.remove(i);
             if ev.deferred.is_empty() {
                 self.any_deferred.store(false, Ordering::Release);
             }
-            o
+            (core, keep)
         };
-        let (core, keep) = oldest;
-        // Its errors are its own: the ticket was dropped, no one reads them.
-        py.detach(|| {
-            let _ = core.wait_timeout(std::time::Duration::MAX);
-            drop(core);
-        });
+        loop {
+            let r = py.detach(|| match core.wait_timeout(WAIT_SLICE) {
+                Err(srb::Error::Timeout { .. }) => false,
+                // Complete, or failed: its errors are its own (the ticket was dropped, no one
+                // reads them).
+                _ => true,
+            });
+            if r {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                // Still in flight: back to the front, slot and arrays held.
+                self.lock().deferred.insert(0, (pool, core, keep));
+                self.any_deferred.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        drop(core);
         drop(keep);
-        true
+        Ok(true)
     }
 }
 
@@ -368,7 +393,7 @@ impl Drop for Shared {
         let ev = self.events.get_mut().unwrap_or_else(|p| p.into_inner());
         // Waiting here is the price of dropping a readback whose dropped tickets are still
         // being read: their arrays must outlive the read.
-        for (core, keep) in ev.deferred.drain(..) {
+        for (_, core, keep) in ev.deferred.drain(..) {
             let _ = core.wait_timeout(std::time::Duration::MAX);
             drop(core);
             drop(keep);

@@ -3,6 +3,7 @@ are freed and their addresses reused, and across devices; dropped tickets hold t
 until done (no event per enqueue); the raw-address entry point; transport="auto"."""
 
 import gc
+import time
 import weakref
 
 import numpy as np
@@ -96,15 +97,32 @@ def test_across_devices():
 
 def test_dropped_tickets_hold_their_slot_until_done_and_an_enqueue_waits_for_the_oldest():
     rb = srb.Readback(1000, dtype=torch.float64, slots=2)
-    refs = []
+    refs, after = [], []
     for k in range(3):
-        torch.cuda._sleep(20_000_000)  # ~10 ms: still in flight when dropped
+        torch.cuda._sleep(100_000_000)  # ~50 ms: still in flight when dropped
         data = torch.arange(1000, device=DEV, dtype=torch.float64) + k
         refs.append(weakref.ref(data))
         # The third finds both slots held by dropped, unfinished tickets: it waits for the
-        # oldest (not SlotsExhaustedError, and no overwrite).
-        t = rb.enqueue(data, n_of(1000))
-        del data, t
+        # oldest (not SlotsExhaustedError, and no overwrite of a slot still being written).
+        n = n_of(1000)
+        t0 = time.perf_counter()
+        t = rb.enqueue(data, n)
+        took = time.perf_counter() - t0
+        ev = torch.cuda.Event()
+        ev.record()  # after this readback's pack
+        after.append(ev)
+        if k < 2:
+            del t
+        assert rb.slots_in_use == (k + 1 if k < 2 else 2)
+    # The third enqueue returned only once the first readback had completed (~50 ms of sleep
+    # queued before it; its slot is the one the third took), and before the second had.
+    assert took > 0.02, f"the third enqueue returned after {took * 1e3:.1f} ms: it did not wait"
+    assert not after[1].query()
+    assert not after[2].query()
+    out = t.wait()
+    assert out.count == 1000
+    np.testing.assert_array_equal(out.numpy(), np.arange(1000, dtype=np.float64) + 2)
+    del out, t, data
     torch.cuda.synchronize()
     assert rb.enqueue(torch.zeros(1, device=DEV, dtype=torch.float64), n_of(1)).wait().count == 1
     gc.collect()
@@ -115,6 +133,23 @@ def test_dropped_tickets_hold_their_slot_until_done_and_an_enqueue_waits_for_the
     with pytest.raises(srb.SlotsExhaustedError):  # held by readouts, not dropped tickets
         rb.enqueue(torch.arange(1000, device=DEV, dtype=torch.float64), n_of(10))
     del held, o, o2
+
+
+def test_an_enqueue_waits_only_for_dropped_tickets_of_its_own_slots():
+    # A dropped ticket of the slots before a grow cannot free a slot of the new ones: an
+    # enqueue that finds the new slots held by a live ticket raises at once.
+    rb = srb.Readback(1000, dtype=torch.float64, slots=1)
+    torch.cuda._sleep(400_000_000)  # ~200 ms
+    old = rb.enqueue(torch.arange(1000, device=DEV, dtype=torch.float64), n_of(5))
+    ev = torch.cuda.Event()
+    ev.record()
+    del old  # dropped in flight: holds the old slot
+    rb.grow(2000)
+    live = rb.enqueue(torch.arange(2000, device=DEV, dtype=torch.float64), n_of(7))
+    with pytest.raises(srb.SlotsExhaustedError):
+        rb.enqueue(torch.arange(2000, device=DEV, dtype=torch.float64), n_of(7))
+    assert not ev.query(), "raised without waiting for the old slots' dropped ticket"
+    assert live.wait().count == 7
 
 
 def test_the_raw_entry_point_reads_the_same():
