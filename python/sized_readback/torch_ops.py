@@ -166,10 +166,20 @@ class CompiledReadback:
 
     def next(self, timeout: Optional[float] = None) -> _native.Readout:
         """The readout of the oldest step not yet read: a waiting eager ticket's, else the
-        next graph replay's. Blocks (without the GIL) until it is there."""
+        next graph replay's. Blocks (without the GIL) until it is there. A
+        ``ReadbackTimeoutError`` (or a Ctrl-C) leaves that step unread: the next ``next()``
+        returns it; any other error consumes it."""
         if self._tickets:
-            t = self._tickets.popleft()
-            return t.wait(timeout)
+            t = self._tickets[0]
+            try:
+                out = t.wait(timeout)
+            except TimeoutError:
+                raise
+            except Exception:
+                self._tickets.popleft()
+                raise
+            self._tickets.popleft()
+            return out
         if self._graph is None or self.recordings == 0:
             raise RuntimeError("no step has enqueued a readback since the last next()")
         return self._graph.next(timeout)

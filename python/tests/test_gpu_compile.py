@@ -145,3 +145,20 @@ def test_a_strided_column_is_read_in_order(mode):
             np.testing.assert_array_equal(out.numpy(), want)
     torch.cuda.synchronize()
     cr.close()
+
+
+def test_next_after_a_timeout_returns_that_same_step():
+    # A timed-out next() leaves its step for the next call (it used to be lost).
+    cr = CompiledReadback(N, dtype=torch.float32, graphs=False)
+    idx = torch.arange(N, device=DEV, dtype=torch.float32)
+    step = step_for(cr)
+    torch.cuda._sleep(200_000_000)  # ~100 ms before the step's kernels
+    step(idx, k_of(1))
+    step(idx, k_of(2))
+    with pytest.raises(TimeoutError):
+        cr.next(timeout=0.001)
+    for k in (k_of(1), k_of(2)):
+        with cr.next() as out:
+            np.testing.assert_array_equal(out.numpy(), expected(k))
+    with pytest.raises(RuntimeError, match="no step"):
+        cr.next()
