@@ -137,3 +137,31 @@ def test_next_after_a_timeout_returns_the_same_step():
         cr.next()
     assert cr.next() == "c"
     assert not cr._tickets
+
+
+class _FakeGraph:
+    def __init__(self):
+        self.records = []
+
+    def record(self, data, count, keep=True):
+        self.records.append((data, count))
+
+
+def test_a_recording_with_new_shapes_raises_naming_the_limit(monkeypatch):
+    # Review 4: a graph re-recorded for new shapes recorded into the same graph readback,
+    # whose recordings must share count dtype and source lengths.
+    import collections
+
+    cr = object.__new__(torch_ops.CompiledReadback)
+    cr._columns, cr._names, cr._graph = False, None, _FakeGraph()
+    cr._tickets, cr.recordings, cr._recorded_as = collections.deque(), 0, None
+    monkeypatch.setattr(torch_ops, "_capturing", lambda: True)
+    n32 = torch.tensor(3, dtype=torch.int32)
+    cr._on_enqueue([torch.zeros(8)], n32)
+    cr._on_enqueue([torch.zeros(8)], n32)  # alike: a second graph of the same shapes
+    assert cr.recordings == 2
+    with pytest.raises(RuntimeError, match="same count dtype and source lengths"):
+        cr._on_enqueue([torch.zeros(16)], n32)
+    with pytest.raises(RuntimeError, match="same count dtype and source lengths"):
+        cr._on_enqueue([torch.zeros(8)], torch.tensor(3, dtype=torch.int64))
+    assert cr.recordings == 2 and len(cr._graph.records) == 2
