@@ -43,7 +43,8 @@ class Readback:
     memory), ``"staged"`` (a device slot, then one copy of the whole slot) or ``"auto"``: a set
     of slots of each, an enqueue going staged when the last count read back filled at least
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
-    (``auto_staged_from`` rows), mapped otherwise.
+    (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
+    the other has one, the enqueue takes the other. ``slots`` is per set under ``"auto"``.
 
     Raises ``ConfigError``/``TypeError`` for bad settings (checked before the device is
     opened), ``DriverNotFoundError`` without a CUDA driver, ``NoDeviceError`` without the device.
@@ -105,11 +106,13 @@ class Readback:
     @property
     def capacity(self) -> int: ...
     @property
-    def slots(self) -> int: ...
+    def slots(self) -> int:
+        """Slots of one set (``transport="auto"`` has a set of each transport)."""
     @property
     def slots_in_use(self) -> int:
         """Slots held now: by tickets, readouts and their views, and by tickets dropped while
-        their readback was in flight until the next enqueue sees it complete."""
+        their readback was in flight until the next enqueue sees it complete. Under
+        ``transport="auto"``, of both sets together (up to ``2 * slots``)."""
     @property
     def device(self) -> int: ...
     @property
@@ -151,9 +154,12 @@ class Ticket:
         """``"mapped"`` or ``"staged"``: the slots this readback took (``transport="auto"``
         chooses per enqueue)."""
     @property
-    def seq(self) -> int: ...
+    def seq(self) -> int:
+        """1, 2, 3, ... per readback object, in enqueue order (one numbering for both sets of
+        ``transport="auto"``); the readout has the same."""
     @property
-    def slot(self) -> Optional[int]: ...
+    def slot(self) -> Optional[int]:
+        """The slot held, within the set named by ``transport`` (None once released)."""
 
 class Readout:
     """The count and rows of a completed readback, in pinned host memory.

@@ -368,6 +368,9 @@ pub struct Readback {
     staged_from: AtomicUsize,
     /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
     generation: AtomicU64,
+    /// The last `seq` handed out: one numbering for both slot sets of `transport="auto"`
+    /// (the core numbers each set on its own; its numbers stay internal).
+    next_seq: AtomicU64,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
@@ -388,41 +391,59 @@ impl Readback {
         count: RawCount,
         keep: Keep,
     ) -> PyResult<Ticket> {
-        let rb: &ColumnReadback = match &self.staged {
+        // transport="auto": the set the last count chose, then the other one if that set is
+        // full.
+        let (first, second): (&ColumnReadback, Option<&ColumnReadback>) = match &self.staged {
             Some(st)
                 if self.shared.last_rows.load(Ordering::Relaxed)
                     >= self.staged_from.load(Ordering::Relaxed) =>
             {
-                st
+                (st, Some(&self.rb))
             }
-            _ => &self.rb,
+            Some(st) => (&self.rb, Some(st)),
+            None => (&self.rb, None),
         };
-        let pool = Pool {
+        let generation = self.generation.load(Ordering::Relaxed);
+        let pool = |rb: &ColumnReadback| Pool {
             staged: rb.transport() == Transport::Staged,
-            generation: self.generation.load(Ordering::Relaxed),
+            generation,
         };
         loop {
-            // SAFETY: per this function's contract.
-            let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
-            match r {
-                Ok(ticket) => {
-                    return Ok(Ticket {
-                        pool,
-                        transport: transport_name(rb.transport()),
-                        seq: ticket.seq(),
-                        core: Some(Core::Pack(ticket)),
-                        keep,
-                        shared: self.shared.clone(),
-                        specs: self.specs.clone(),
-                        columns: self.columns,
-                        state: State::Pending,
-                    })
+            let mut exhausted = None;
+            for rb in std::iter::once(first).chain(second) {
+                // SAFETY: per this function's contract.
+                let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
+                match r {
+                    Ok(ticket) => {
+                        return Ok(Ticket {
+                            pool: pool(rb),
+                            transport: transport_name(rb.transport()),
+                            seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
+                            core: Some(Core::Pack(ticket)),
+                            keep,
+                            shared: self.shared.clone(),
+                            specs: self.specs.clone(),
+                            columns: self.columns,
+                            state: State::Pending,
+                        });
+                    }
+                    Err(e @ srb::Error::SlotsExhausted { .. }) => {
+                        exhausted.get_or_insert(e);
+                    }
+                    Err(e) => return Err(crate::errors::to_py(py, e)),
                 }
-                Err(srb::Error::SlotsExhausted { .. }) if self.shared.free_oldest(py, pool)? => {
-                    self.shared.bind(py)?;
-                }
-                Err(e) => return Err(crate::errors::to_py(py, e)),
             }
+            // Every set full: wait for a dropped ticket of the chosen set, else of the other.
+            let freed = self.shared.free_oldest(py, pool(first))?
+                || match second {
+                    Some(rb) => self.shared.free_oldest(py, pool(rb))?,
+                    None => false,
+                };
+            if !freed {
+                let e = exhausted.expect("every set was tried");
+                return Err(crate::errors::to_py(py, e));
+            }
+            self.shared.bind(py)?;
         }
     }
 }
@@ -475,6 +496,7 @@ impl Readback {
             staged,
             staged_from: AtomicUsize::new(auto_threshold(capacity, row_bytes)),
             generation: AtomicU64::new(0),
+            next_seq: AtomicU64::new(0),
             shared,
             specs: Arc::new(specs),
             columns,
@@ -749,14 +771,15 @@ impl Readback {
     fn capacity(&self) -> usize {
         self.rb.capacity()
     }
-    /// Number of slots: readbacks in flight or held at once (per transport for
-    /// `transport="auto"`, which has a set of each).
+    /// Number of slots: readbacks in flight or held at once (per set for `transport="auto"`,
+    /// which has a set of each transport: up to twice this many in all).
     #[getter]
     fn slots(&self) -> usize {
         self.rb.slots()
     }
     /// Slots held now: by tickets, readouts and their views, and by tickets dropped while
-    /// their readback was in flight, until the next enqueue sees it complete.
+    /// their readback was in flight, until the next enqueue sees it complete. For
+    /// `transport="auto"`, of both sets together.
     #[getter]
     fn slots_in_use(&self) -> usize {
         self.rb.slots_in_use() + self.staged.as_ref().map_or(0, |s| s.slots_in_use())
@@ -957,8 +980,10 @@ impl Ticket {
     fn complete(
         &mut self,
         py: Python<'_>,
-        (count, seq, cols): (usize, u64, Vec<ColumnBytes>),
+        (count, _core_seq, cols): (usize, u64, Vec<ColumnBytes>),
     ) -> PyResult<Py<Readout>> {
+        // The readout's seq is the ticket's (the readback's own numbering), not the core's.
+        let seq = self.seq;
         let core = self.core.take().expect("pending tickets hold their core");
         self.shared.last_rows.store(count, Ordering::Relaxed);
         let r = Py::new(
@@ -1089,7 +1114,8 @@ impl Ticket {
         self.complete(py, facts)
     }
 
-    /// The readback's sequence number (1, 2, 3, ... per readback object).
+    /// The readback's sequence number (1, 2, 3, ... per readback object, one numbering for
+    /// both slot sets of `transport="auto"`).
     #[getter]
     fn seq(&self) -> u64 {
         self.seq
@@ -1102,7 +1128,8 @@ impl Ticket {
         self.transport
     }
 
-    /// The slot it occupies (None once the ticket no longer holds one).
+    /// The slot it occupies (None once the ticket no longer holds one), in the slot set of
+    /// its `transport` (`transport="auto"` has a set of each, numbered from 0 each).
     #[getter]
     fn slot(&self) -> Option<usize> {
         self.core.as_ref().map(Core::slot)

@@ -191,3 +191,26 @@ def test_auto_transport_follows_the_last_count():
     assert seen == ["mapped", "mapped", "staged", "staged", "mapped", "mapped", "staged", "mapped"]
     rb.grow(2 * cap)
     assert rb.auto_staged_from == int(np.ceil(2 * cap * srb._native.AUTO_STAGED_MIN_FILL))
+
+
+def test_auto_numbers_both_sets_in_one_sequence_and_falls_back_to_the_other_set():
+    cap = 1 << 20
+    rb = srb.Readback(cap, dtype=torch.float64, slots=1, transport="auto")
+    x = torch.arange(cap, device=DEV, dtype=torch.float64)
+    t1 = rb.enqueue(x, n_of(cap))
+    o1 = t1.wait()  # mapped slot held; the last count chooses staged next
+    t2 = rb.enqueue(x, n_of(10))
+    o2 = t2.wait()  # staged slot held; the last count chooses mapped next
+    assert (t1.transport, t2.transport) == ("mapped", "staged")
+    assert rb.slots_in_use == 2
+    with pytest.raises(srb.SlotsExhaustedError):  # both sets full
+        rb.enqueue(x, n_of(5))
+    o2.release()
+    t3 = rb.enqueue(x, n_of(5))  # mapped is full: the free staged slot takes it
+    assert t3.transport == "staged"
+    o3 = t3.wait()
+    assert [t1.seq, t2.seq, t3.seq] == [1, 2, 3]
+    assert [o1.seq, o2.seq, o3.seq] == [1, 2, 3]
+    assert list(o3.numpy()) == [0, 1, 2, 3, 4]
+    o1.release()
+    o3.release()
