@@ -119,12 +119,14 @@ class Readback:
     def transport(self) -> str: ...
     @property
     def auto_staged_from(self) -> Optional[int]:
-        """``transport="auto"``: the count from which enqueues go staged; else None."""
+        """``transport="auto"``: the count from which enqueues go staged; else None. Above
+        ``capacity``, no staged slots are allocated (``info["auto_staged_slots"]`` is 0)
+        until a ``grow`` brings it within reach."""
     @property
     def staged_copy(self) -> Optional[str]:
         """The staged transport's copy in use: ``"sized"`` (what the count needs, picked on
-        the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped).
-        ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
+        the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped, or
+        ``transport="auto"`` with no staged slots allocated). ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
         where it is not raises ``SizedCopyUnavailableError``."""
     @property
     def info(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ use srb::{
 };
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest stretch a wait spends without the GIL before it checks for signals (Ctrl-C).
@@ -362,8 +362,15 @@ pub(crate) fn column_bytes(r: &ColumnReadout<'_>, n: usize) -> Vec<ColumnBytes> 
 #[pyclass(module = "sized_readback._native")]
 pub struct Readback {
     rb: ManuallyDrop<ColumnReadback>,
-    /// `transport="auto"`: the staged slots beside the mapped ones (`rb`).
-    staged: Option<ManuallyDrop<ColumnReadback>>,
+    /// Whether `transport="auto"`.
+    auto: bool,
+    /// `transport="auto"`: the staged slots beside the mapped ones (`rb`), made only while the
+    /// threshold (`staged_from`) is within the capacity, so a readback whose counts can never
+    /// reach it allocates none; replaced by `grow`. Cloned out of the lock by each enqueue
+    /// (tickets hold their slots through the core, not through this).
+    staged: Mutex<Option<Arc<ColumnReadback>>>,
+    /// `transport="auto"`: the staged set's copy (`staged_copy=`), for the sets `grow` makes.
+    staged_copy: StagedCopy,
     /// `transport="auto"`: the last count from which enqueues go staged.
     staged_from: AtomicUsize,
     /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
@@ -377,6 +384,14 @@ pub struct Readback {
 }
 
 impl Readback {
+    /// `transport="auto"`'s staged set, if made.
+    fn staged_set(&self) -> Option<Arc<ColumnReadback>> {
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The core's enqueue and the ticket. An enqueue that finds every slot of its set held
     /// while dropped tickets of that set (same transport, same generation) still hold some
     /// waits for the oldest of those to complete (in slices, Ctrl-C working), then tries again.
@@ -393,7 +408,8 @@ impl Readback {
     ) -> PyResult<Ticket> {
         // transport="auto": the set the last count chose, then the other one if that set is
         // full.
-        let (first, second): (&ColumnReadback, Option<&ColumnReadback>) = match &self.staged {
+        let staged = if self.auto { self.staged_set() } else { None };
+        let (first, second): (&ColumnReadback, Option<&ColumnReadback>) = match &staged {
             Some(st)
                 if self.shared.last_rows.load(Ordering::Relaxed)
                     >= self.staged_from.load(Ordering::Relaxed) =>
@@ -476,7 +492,11 @@ impl Readback {
             .slots(slots)
             .transport(transport)
             .staged_copy(staged_copy);
-        let staged_config = auto.then(|| config.clone().transport(Transport::Staged));
+        let row_bytes = specs.iter().map(|s| s.elem_size).sum();
+        let staged_from = auto_threshold(capacity, row_bytes);
+        // The staged set only where a count can reach the threshold.
+        let staged_config =
+            (auto && staged_from <= capacity).then(|| config.clone().transport(Transport::Staged));
         let (shared, schema, _restore) = open(py, device, &specs, |s| {
             ColumnReadback::check(s, &config)?;
             staged_config
@@ -485,16 +505,17 @@ impl Readback {
         })?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
         let staged = match staged_config {
-            Some(c) => Some(ManuallyDrop::new(
+            Some(c) => Some(Arc::new(
                 ColumnReadback::new(&shared.ctx, &schema, c).py_err(py)?,
             )),
             None => None,
         };
-        let row_bytes = specs.iter().map(|s| s.elem_size).sum();
         Ok(Readback {
             rb: ManuallyDrop::new(rb),
-            staged,
-            staged_from: AtomicUsize::new(auto_threshold(capacity, row_bytes)),
+            auto,
+            staged: Mutex::new(staged),
+            staged_copy,
+            staged_from: AtomicUsize::new(staged_from),
             generation: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
             shared,
@@ -755,14 +776,39 @@ impl Readback {
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
         let capacity = check_capacity(capacity)?;
-        self.rb.grow(capacity).py_err(py)?;
-        self.generation.fetch_add(1, Ordering::Relaxed);
-        if let Some(st) = &self.staged {
-            st.grow(capacity).py_err(py)?;
-            let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
-            self.staged_from
-                .store(auto_threshold(capacity, row_bytes), Ordering::Relaxed);
+        if !self.auto {
+            self.rb.grow(capacity).py_err(py)?;
+            self.generation.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
+        // transport="auto": the new staged set first (if the new capacity lets a count reach
+        // the threshold), then the mapped slots. Either failing leaves both sets as they were.
+        let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
+        let staged_from = auto_threshold(capacity, row_bytes);
+        let new_staged = if staged_from <= capacity {
+            let mut schema = ColumnSchema::new();
+            for s in self.specs.iter() {
+                schema.raw_column(s.elem_size);
+            }
+            let config = ReadbackConfig::new(capacity)
+                .slots(self.rb.slots())
+                .transport(Transport::Staged)
+                .staged_copy(self.staged_copy);
+            Some(Arc::new(
+                ColumnReadback::new(&self.shared.ctx, &schema, config).py_err(py)?,
+            ))
+        } else {
+            None
+        };
+        self.rb.grow(capacity).py_err(py)?;
+        let old = std::mem::replace(
+            &mut *self.staged.lock().unwrap_or_else(|p| p.into_inner()),
+            new_staged,
+        );
+        self.staged_from.store(staged_from, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        // Freed outside the lock, with the caller's context restored after.
+        drop(old);
         Ok(())
     }
 
@@ -782,15 +828,13 @@ impl Readback {
     /// `transport="auto"`, of both sets together.
     #[getter]
     fn slots_in_use(&self) -> usize {
-        self.rb.slots_in_use() + self.staged.as_ref().map_or(0, |s| s.slots_in_use())
+        self.rb.slots_in_use() + self.staged_set().map_or(0, |s| s.slots_in_use())
     }
     /// For `transport="auto"`: the count from which an enqueue goes to the staged slots (the
     /// last count read back decides); None for a fixed transport.
     #[getter]
     fn auto_staged_from(&self) -> Option<usize> {
-        self.staged
-            .as_ref()
-            .map(|_| self.staged_from.load(Ordering::Relaxed))
+        self.auto.then(|| self.staged_from.load(Ordering::Relaxed))
     }
     /// The CUDA device ordinal.
     #[getter]
@@ -800,7 +844,7 @@ impl Readback {
     /// `"mapped"`, `"staged"` or `"auto"`.
     #[getter]
     fn transport(&self) -> &'static str {
-        if self.staged.is_some() {
+        if self.auto {
             return "auto";
         }
         transport_name(self.rb.transport())
@@ -809,19 +853,31 @@ impl Readback {
     /// device; CUDA 12.8+ drivers), `"whole"` (the whole slot), or `None` (mapped).
     #[getter]
     fn staged_copy(&self) -> Option<&'static str> {
-        // Under transport="auto", the staged slots' copy.
-        let rb: &ColumnReadback = self.staged.as_deref().unwrap_or(&self.rb);
-        staged_copy_name(rb.info().staged_copy)
+        // Under transport="auto", the staged slots' copy (None while none are allocated).
+        if self.auto {
+            return self
+                .staged_set()
+                .and_then(|st| staged_copy_name(st.info().staged_copy));
+        }
+        staged_copy_name(self.rb.info().staged_copy)
     }
     /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
     /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
-    /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`).
+    /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`, with
+    /// auto_staged_slots: the staged slots allocated, 0 while the threshold is out of reach).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = info_dict(py, &self.rb.info(), self.shared.device)?;
-        if let Some(staged) = self.staged.as_deref() {
+        if self.auto {
+            let staged = self.staged_set();
             d.set_item("transport", "auto")?;
-            d.set_item("staged_copy", staged_copy_name(staged.info().staged_copy))?;
+            d.set_item(
+                "staged_copy",
+                staged
+                    .as_ref()
+                    .and_then(|st| staged_copy_name(st.info().staged_copy)),
+            )?;
+            d.set_item("auto_staged_slots", staged.map_or(0, |s| s.slots()))?;
         }
         Ok(d)
     }
@@ -853,10 +909,12 @@ impl Drop for Readback {
         let _restore = CtxGuard::save();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.rb) };
-        if let Some(st) = &mut self.staged {
-            // SAFETY: dropped once, here.
-            unsafe { ManuallyDrop::drop(st) };
-        }
+        drop(
+            self.staged
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
     }
 }
 

@@ -214,3 +214,19 @@ def test_auto_numbers_both_sets_in_one_sequence_and_falls_back_to_the_other_set(
     assert list(o3.numpy()) == [0, 1, 2, 3, 4]
     o1.release()
     o3.release()
+
+
+def test_auto_makes_its_staged_set_only_once_a_count_can_reach_the_threshold():
+    rb = srb.Readback(64, dtype=torch.float64, slots=1, transport="auto")
+    assert rb.auto_staged_from > rb.capacity
+    assert rb.info["auto_staged_slots"] == 0  # no staged slots allocated
+    x = torch.arange(1 << 20, device=DEV, dtype=torch.float64)
+    o = rb.enqueue(x[:64], n_of(3)).wait()
+    with pytest.raises(srb.SlotsExhaustedError):  # no staged set to fall back to
+        rb.enqueue(x[:64], n_of(3))
+    rb.grow(1 << 20)
+    assert rb.auto_staged_from <= rb.capacity
+    assert rb.info["auto_staged_slots"] == 1
+    t = rb.enqueue(x, n_of(7))  # the mapped set is new: o still holds an old slot
+    assert t.wait().count == 7
+    assert list(o.numpy()) == [0, 1, 2]
