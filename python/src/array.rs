@@ -1,7 +1,7 @@
 //! Reading a device array from Python: PyTorch tensors directly (their own accessors, the
 //! fast path), anything else through `__dlpack__` or `__cuda_array_interface__` (v3).
 use crate::dlpack::{self, DL_CUDA};
-use crate::py_util::{torch, type_facts, Proto};
+use crate::py_util::{stale_accessor, torch, type_facts, Proto};
 use crate::readback::Keep;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -108,6 +108,8 @@ pub(crate) fn acquire(
     keep: &mut Keep,
 ) -> PyResult<DeviceArray> {
     let facts = type_facts(obj);
+    // The AttributeError of an accessor the type cache chose: the object is probed once more.
+    let mut stale = None;
     match facts.proto {
         Proto::TorchTensor => {
             if let Some(a) = torch_tensor(py, obj, device, what)? {
@@ -120,32 +122,37 @@ pub(crate) fn acquire(
                 return Ok(a);
             }
         }
-        Proto::DLPack => {
-            let dev = obj.getattr(intern!(py, "__dlpack_device__"))?;
-            let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
-            keep.push(obj.clone().unbind());
-            return Ok(a);
-        }
-        Proto::Cai => {
-            let cai = obj.getattr(intern!(py, "__cuda_array_interface__"))?;
-            let a = from_cai(py, &cai, what)?;
-            keep.push(obj.clone().unbind());
-            return Ok(a);
-        }
-        Proto::Probe => {
-            if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+        Proto::DLPack => match obj.getattr(intern!(py, "__dlpack_device__")) {
+            Ok(dev) => {
                 let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
                 keep.push(obj.clone().unbind());
                 return Ok(a);
             }
-            if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
+        Proto::Cai => match obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            Ok(cai) => {
                 let a = from_cai(py, &cai, what)?;
                 keep.push(obj.clone().unbind());
                 return Ok(a);
             }
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
+        Proto::Probe => {}
+    }
+    if matches!(facts.proto, Proto::Probe) || stale.is_some() {
+        if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+            let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
+        }
+        if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            let a = from_cai(py, &cai, what)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
         }
     }
-    Err(PyTypeError::new_err(format!(
+    let err = PyTypeError::new_err(format!(
         "{what} must be a CUDA device array (an object with __dlpack__ or \
          __cuda_array_interface__, e.g. a torch.Tensor, cupy.ndarray, jax.Array or numba \
          device array), not {}",
@@ -153,7 +160,9 @@ pub(crate) fn acquire(
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default()
-    )))
+    ));
+    err.set_cause(py, stale);
+    Err(err)
 }
 
 /// Whether `obj` is read through its CUDA Array Interface (so its `stream` entry may choose

@@ -270,8 +270,11 @@ pub(crate) fn parse_inputs(
     let mut first_cai = None;
     if stream.is_none_or(|s| s.is_none()) {
         if let Some(o) = objs.first().filter(|o| reads_cai(py, o)) {
-            let cai = o.getattr(intern!(py, "__cuda_array_interface__"))?;
-            first_cai = Some(from_cai(py, &cai, &what(0, &specs[0]))?);
+            match o.getattr(intern!(py, "__cuda_array_interface__")) {
+                Ok(cai) => first_cai = Some(from_cai(py, &cai, &what(0, &specs[0]))?),
+                // A stale type cache entry (forgotten now): `acquire` probes the object.
+                Err(e) => drop(crate::py_util::stale_accessor(o, e)?),
+            }
         }
     }
     let cai_stream = first_cai.as_ref().map(|a| match a.after {

@@ -4,8 +4,8 @@
 use crate::array::same_stream;
 use crate::errors::to_py;
 use crate::py_util::{
-    cupy_current_stream, owner_of, torch_current_stream, type_facts, Owner, StreamAccess,
-    STREAM_ATTRS,
+    cupy_current_stream, owner_of, stale_accessor, torch_current_stream, type_facts, Owner,
+    StreamAccess, STREAM_ATTRS,
 };
 use crate::readback::{Core, Keep, WAIT_SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -47,11 +47,20 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
     };
     // Which accessor a stream type has is cached per type; the handle itself is read on
     // every call (an object may be re-pointed, and a freed stream's handle reused).
+    // An accessor that raises AttributeError (the class changed since it was cached, or its
+    // property raises it): the type is forgotten and the object probed once more.
+    let mut stale = None;
     match type_facts(obj).stream {
         StreamAccess::Int => return as_handle(obj),
-        StreamAccess::Protocol => return protocol(py, obj, &as_handle),
+        StreamAccess::Protocol => match obj.getattr(intern!(py, "__cuda_stream__")) {
+            Ok(p) => return protocol(&p, &as_handle),
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
         StreamAccess::Attr(i) => {
-            return as_handle(&obj.getattr(pyo3::types::PyString::intern(py, STREAM_ATTRS[i]))?)
+            match obj.getattr(pyo3::types::PyString::intern(py, STREAM_ATTRS[i])) {
+                Ok(v) => return as_handle(&v),
+                Err(e) => stale = Some(stale_accessor(obj, e)?),
+            }
         }
         StreamAccess::Probe => {}
     }
@@ -59,31 +68,35 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
         return as_handle(obj);
     }
     if obj.hasattr(intern!(py, "__cuda_stream__"))? {
-        return protocol(py, obj, &as_handle);
+        return protocol(&obj.getattr(intern!(py, "__cuda_stream__"))?, &as_handle);
     }
     for attr in STREAM_ATTRS {
         if let Ok(v) = obj.getattr(pyo3::types::PyString::intern(py, attr)) {
             return as_handle(&v);
         }
     }
-    Err(PyTypeError::new_err(format!(
+    let err = PyTypeError::new_err(format!(
         "stream must be a torch.cuda.Stream, a CuPy stream, an object with __cuda_stream__, \
          an int handle or None, not {}",
         obj.get_type()
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default()
-    )))
+    ));
+    err.set_cause(py, stale);
+    Err(err)
 }
 
-/// `__cuda_stream__`: a `(version, handle)` tuple, or a method returning one.
+/// `__cuda_stream__` (its value `p`): a `(version, handle)` tuple, or a method returning one.
 fn protocol(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
+    p: &Bound<'_, PyAny>,
     as_handle: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<usize>,
 ) -> PyResult<usize> {
-    let p = obj.getattr(intern!(py, "__cuda_stream__"))?;
-    let v = if p.is_callable() { p.call0()? } else { p };
+    let v = if p.is_callable() {
+        p.call0()?
+    } else {
+        p.clone()
+    };
     let (_version, handle): (i64, Bound<'_, PyAny>) = v.extract().map_err(|_| {
         PyTypeError::new_err("__cuda_stream__ must return a (version, handle) tuple")
     })?;
