@@ -68,7 +68,9 @@ class Readback:
         binding's own cost and for callers that hold raw handles. Nothing is kept alive and
         no producer stream is waited for: the caller keeps the memory allocated and unwritten
         until the readback completes, and enqueues on the producer's stream (an int
-        ``cudaStream_t``). The core still checks every address and the stream's context."""
+        ``cudaStream_t``). The core checks only that the count's address and each column's first
+        address are device memory of this context, and the stream's context; nothing checks
+        that ``rows[i]`` rows fit in the allocation at ``ptrs[i]``."""
     def _profile(
         self, data: DeviceArray, count: DeviceArray, reps: int = 1000,
         before: Optional[Callable[[], Any]] = None,

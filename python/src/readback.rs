@@ -550,8 +550,8 @@ impl Readback {
             stream,
         )?;
         // SAFETY: the sources and the count are device arrays of this device, read from their
-        // frameworks (pointer, length and element size checked, and the addresses checked again
-        // by the core); the enqueue stream waits for their producers (order_after, or the
+        // frameworks (pointer, length and element size checked; the core checks again that each
+        // column's first address and the count's are device memory of this context); the enqueue stream waits for their producers (order_after, or the
         // producer's own __dlpack__(stream=)); `keep` holds them (and the stream object) until
         // the readback is known complete.
         unsafe { self.pack(py, inp.stream, &inp.sources, inp.count, inp.keep) }
@@ -563,8 +563,10 @@ impl Readback {
     /// `"int32"`, `"int64"`, `"uint32"`, `"uint64"`), `stream` a `cudaStream_t` as an int (0:
     /// the legacy default stream). Nothing is kept alive and no producer stream is waited
     /// for: the caller keeps the memory allocated and unwritten until the readback completes,
-    /// and enqueues on the producer's stream. The core still checks every address and the
-    /// stream's context.
+    /// and enqueues on the producer's stream. The core checks only that the count's address
+    /// and each column's first address are device memory of this context, and the stream's
+    /// context: not that `rows[i]` rows fit in the allocation at `ptrs[i]` (a wrong `rows`
+    /// reads past it).
     #[pyo3(signature = (ptrs, rows, count_ptr, count_kind="int32", stream=0))]
     fn _enqueue_raw(
         &self,
@@ -602,8 +604,10 @@ impl Readback {
         let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         self.shared.sweep();
         self.shared.bind(py)?;
-        // SAFETY: the caller's contract above (documented as such); the core checks that
-        // every address is device memory of this context and the stream belongs to it.
+        // SAFETY: the caller's contract above (documented as such: that includes the extent of
+        // each column, which nothing checks); the core checks that the count's and each
+        // column's first address are device memory of this context and the stream belongs to
+        // it.
         unsafe {
             self.pack(
                 py,
