@@ -336,6 +336,11 @@ impl Shared {
     }
 
     /// Lets go of the dropped tickets whose readback has completed (their slots and arrays).
+    /// Free while none is deferred (one atomic load). Otherwise each deferred ticket is polled:
+    /// a mapped slot whose trailer is visible in host memory costs no driver call; one whose
+    /// trailer is not there yet (still in flight), and every staged slot (its trailer arrives
+    /// by the copy, so completion is the event's), costs a `cuEventQuery` (and a
+    /// `cuCtxGetCurrent`).
     pub(crate) fn sweep(&self) {
         if !self.any_deferred.load(Ordering::Acquire) {
             return;
