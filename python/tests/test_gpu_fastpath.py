@@ -77,6 +77,7 @@ def test_streams_freed_and_made_again():
         del raw, t
 
 
+@pytest.mark.multi_gpu
 def test_across_devices():
     if torch.cuda.device_count() < 2:
         pytest.skip("one GPU")

@@ -106,3 +106,47 @@ def test_a_stream_class_whose_accessor_goes_away_is_probed_again():
         with pytest.raises(TypeError, match="stream must be") as e:
             _native._stream_handle(Broken())
         assert isinstance(e.value.__cause__, AttributeError)
+
+
+def test_require_gpu_turns_skipped_gpu_tests_into_failures(tmp_path):
+    # Review 10: a GPU run could pass with its GPU tests skipped.
+    import pathlib
+    import shutil
+    import subprocess
+    import sys
+
+    here = pathlib.Path(__file__).parent
+    shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_gpu_a.py").write_text(
+        "import pytest\n"
+        "pytestmark = pytest.mark.gpu\n"
+        "def test_needs_the_gpu():\n"
+        "    pytest.skip('PyTorch sees no CUDA device')\n"
+        "@pytest.mark.multi_gpu\n"
+        "def test_needs_two():\n"
+        "    pytest.skip('one GPU')\n"
+    )
+    (tmp_path / "test_gpu_b.py").write_text(
+        "import pytest\npytestmark = pytest.mark.gpu\npytest.importorskip('no_such_framework_here')\n"
+    )
+    (tmp_path / "test_plain.py").write_text(
+        "import pytest\ndef test_other():\n    pytest.skip('not a gpu test')\n"
+    )
+
+    def run(require):
+        env = dict(__import__("os").environ, SRB_REQUIRE_GPU="1" if require else "0")
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+            capture_output=True, text=True, env=env, cwd=tmp_path,
+        )
+        return r.returncode, r.stdout
+
+    rc, out = run(False)
+    assert rc == 0, out
+    assert "4 skipped" in out, out
+    rc, out = run(True)
+    assert rc != 0, out
+    # A skip at setup (the no-GPU marker) reports as an error, one in the test as a failure.
+    assert ("1 failed" in out or "1 error" in out) and "3 skipped" in out, out
+    assert "but this GPU test skipped:" in out
+    assert "a GPU test module skipped: test_gpu_b.py" in out
