@@ -32,8 +32,10 @@ pub(crate) struct DeviceArray {
 }
 
 impl DeviceArray {
-    pub(crate) fn numel(&self) -> i64 {
-        self.shape.iter().product()
+    /// Elements; None if the product overflows (never for an array that passed
+    /// [`check_shape`]).
+    pub(crate) fn numel(&self) -> Option<i64> {
+        self.shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d))
     }
     /// The element type, numpy style (`float64`, `int32`, `bfloat16`, `V12`).
     pub(crate) fn type_name(&self) -> String {
@@ -66,6 +68,33 @@ fn dlpack_stream(s: usize) -> usize {
     }
 }
 
+/// Refuses a shape with a negative dimension, or whose elements (its non-zero dimensions) times
+/// `itemsize` bytes overflow: a product that wraps could pass the row-size check with another
+/// size. Every later product of its dimensions then fits.
+/// `what` names the array in the error (made only for one).
+pub(crate) fn check_shape(
+    shape: &[i64],
+    itemsize: usize,
+    what: impl Fn() -> String,
+) -> PyResult<()> {
+    if shape.iter().any(|&d| d < 0) {
+        let what = what();
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape {shape:?}: dimensions are 0 or more"
+        )));
+    }
+    let bytes = i64::try_from(itemsize)
+        .ok()
+        .and_then(|b| shape.iter().try_fold(b, |n, &d| n.checked_mul(d.max(1))));
+    if bytes.is_none() {
+        let what = what();
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape {shape:?} of {itemsize}-byte elements: its size overflows"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `shape`/`strides` (in units of `unit`: 1 for DLPack's element strides, the item
 /// size for CUDA Array Interface byte strides) are C-contiguous.
 fn contiguous(shape: &[i64], strides: Option<&[i64]>, unit: i64) -> bool {
@@ -78,7 +107,11 @@ fn contiguous(shape: &[i64], strides: Option<&[i64]>, unit: i64) -> bool {
         if shape[i] != 1 && st[i] != expect {
             return false;
         }
-        expect *= shape[i];
+        // Fits once the shape passed check_shape; an overflow is no C-contiguous layout.
+        match expect.checked_mul(shape[i]) {
+            Some(e) => expect = e,
+            None => return false,
+        }
     }
     true
 }
@@ -274,6 +307,7 @@ fn from_dlpack(
         return Err(foreign(py, what, d.device.device_id as i64, device));
     }
     let (kind, itemsize) = dlpack::kind_of(d.dtype)?;
+    check_shape(&d.shape, itemsize, || what.to_string())?;
     if !contiguous(&d.shape, d.strides.as_deref(), 1) {
         return Err(PyValueError::new_err(format!(
             "{what} is not C-contiguous (shape {:?}, strides {:?} elements): rows are read as \
@@ -330,11 +364,6 @@ pub(crate) fn from_cai<'py>(
     let shape: Vec<i64> = get(intern!(py, "shape"))?
         .ok_or_else(|| missing("shape"))?
         .extract()?;
-    if shape.iter().any(|&d| d < 0) {
-        return Err(PyValueError::new_err(format!(
-            "{what}.__cuda_array_interface__ has shape {shape:?}: dimensions are 0 or more"
-        )));
-    }
     let typestr: String = get(intern!(py, "typestr"))?
         .ok_or_else(|| missing("typestr"))?
         .extract()?;
@@ -347,6 +376,9 @@ pub(crate) fn from_cai<'py>(
         )));
     }
     let (kind, itemsize) = parse_typestr(&typestr, what)?;
+    check_shape(&shape, itemsize, || {
+        format!("{what}.__cuda_array_interface__")
+    })?;
     let strides: Option<Vec<i64>> = get(intern!(py, "strides"))?
         .map(|s| s.extract())
         .transpose()?;

@@ -169,7 +169,7 @@ pub(crate) fn open(
 
 /// The count kind of a 0-d (or one-element) device array.
 fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
-    if a.numel() != 1 {
+    if a.numel() != Some(1) {
         return Err(PyValueError::new_err(format!(
             "the count must be one element (a 0-d array), not an array of shape {:?}",
             a.shape

@@ -150,3 +150,30 @@ def test_require_gpu_turns_skipped_gpu_tests_into_failures(tmp_path):
     assert ("1 failed" in out or "1 error" in out) and "3 skipped" in out, out
     assert "but this GPU test skipped:" in out
     assert "a GPU test module skipped: test_gpu_b.py" in out
+
+
+class P:
+    """A CUDA Array Interface array (class property: the cached path)."""
+
+    def __init__(self, shape, typestr, ptr=0x1000):
+        self.shape, self.typestr, self.ptr = shape, typestr, ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return _cai(self.shape, self.typestr, self.ptr)
+
+
+def test_shapes_whose_size_overflows_are_refused():
+    # Review 11: 3 * 6148914691236517206 wraps to 2, and 8 * 2 matched a 16-byte column.
+    cnt = _count()
+    with pytest.raises(ValueError, match="overflows"):
+        _native._parse_inputs(P(shape=(10, 3, 6148914691236517206), typestr="<V8"), cnt, dtype="V16")
+    with pytest.raises(ValueError, match="overflows"):  # hidden behind a zero dimension
+        _native._parse_inputs(P(shape=(0, 3, 6148914691236517206), typestr="<V8"), cnt, dtype="V16")
+    with pytest.raises(ValueError, match="overflows"):
+        _native._parse_inputs(P(shape=(4,), typestr="<f8"), P(shape=(1 << 62, 4), typestr="<i4"))
+    with pytest.raises(ValueError, match="0 or more"):
+        _native._parse_inputs(P(shape=(4, -2), typestr="<V8"), cnt, dtype="V16")
+    # Large but representable shapes still read.
+    d = _native._parse_inputs(P(shape=(10, 2), typestr="<V8"), cnt, dtype="V16")
+    assert d["rows"] == [10]
