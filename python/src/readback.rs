@@ -651,6 +651,11 @@ impl Readback {
         let status = unsafe {
             sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
         };
+        // Destroyed on every way out (errors and early returns included).
+        let _ev_guard = (status == sys::CUresult::CUDA_SUCCESS).then(|| ProfileEvent {
+            ev,
+            ctx: self.shared.ctx.cu_ctx(),
+        });
         if status != sys::CUresult::CUDA_SUCCESS {
             return Err(crate::errors::to_py(
                 py,
@@ -735,8 +740,11 @@ impl Readback {
             let obj = Py::new(
                 py,
                 Ticket {
-                    pool: Pool::default(),
-                    transport: "mapped",
+                    pool: Pool {
+                        staged: self.rb.transport() == Transport::Staged,
+                        generation: self.generation.load(Ordering::Relaxed),
+                    },
+                    transport: transport_name(self.rb.transport()),
                     seq: ticket.seq(),
                     core: Some(Core::Pack(ticket)),
                     keep: inp.keep,
@@ -748,12 +756,6 @@ impl Readback {
             )?;
             drop(obj);
             t[6].push(ns(a));
-        }
-        // SAFETY: a live event of this context, no longer used (its last record completed:
-        // every pack after it was waited for).
-        unsafe {
-            let _ = sys::cuEventSynchronize(ev);
-            let _ = sys::cuEventDestroy_v2(ev);
         }
         result?;
         let d = PyDict::new(py);
@@ -922,6 +924,26 @@ impl Drop for Readback {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
         );
+    }
+}
+
+/// `_profile`'s event, destroyed when it goes out of scope (after its last record completes),
+/// with its context bound: the caller's `CtxGuard`, made before, restores the caller's after.
+struct ProfileEvent {
+    ev: srb::cudarc::driver::sys::CUevent,
+    ctx: srb::cudarc::driver::sys::CUcontext,
+}
+
+impl Drop for ProfileEvent {
+    fn drop(&mut self) {
+        use srb::cudarc::driver::sys;
+        // SAFETY: a live event of the live context `ctx` (the readback holds it), no longer
+        // used by anyone else; a failed bind leaves the destroy to fail harmlessly.
+        unsafe {
+            let _ = sys::cuCtxSetCurrent(self.ctx);
+            let _ = sys::cuEventSynchronize(self.ev);
+            let _ = sys::cuEventDestroy_v2(self.ev);
+        }
     }
 }
 

@@ -231,3 +231,22 @@ def test_auto_makes_its_staged_set_only_once_a_count_can_reach_the_threshold():
     t = rb.enqueue(x, n_of(7))  # the mapped set is new: o still holds an old slot
     assert t.wait().count == 7
     assert list(o.numpy()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("transport", ["mapped", "staged", "auto"])
+def test_profile_runs_and_cleans_up_on_every_path(transport):
+    rb = srb.Readback(4096, dtype=torch.float64, transport=transport)
+    x = torch.arange(4096, device=DEV, dtype=torch.float64)
+    n = n_of(100)
+    d = rb._profile(x, n, reps=5)
+    assert d["reps"] == 5 and d["core_enqueue"] > 0
+
+    def boom():
+        raise RuntimeError("before failed")
+
+    for _ in range(3):  # the error path destroys its event too
+        with pytest.raises(RuntimeError, match="before failed"):
+            rb._profile(x, n, reps=5, before=boom)
+    assert rb.slots_in_use == 0
+    with rb.enqueue(x, n).wait() as out:
+        assert out.count == 100
