@@ -112,7 +112,7 @@ for ph in "${phases[@]}"; do
     python)
       pyt="$work/pysite"
       step py-install python3 -m pip install --no-deps --no-index --target "$pyt" .gpu/wheels/sized_readback-*.whl
-      step py-tests env PYTHONPATH="$pyt" python3 -m pytest python/tests -rs -q
+      step py-tests env PYTHONPATH="$pyt" SRB_REQUIRE_GPU=1 python3 -m pytest python/tests -rs -q
       step py-cupy-append env PYTHONPATH="$pyt" python3 python/examples/cupy_append.py
       step py-profile env PYTHONPATH="$pyt" python3 python/bench/profile_binding.py --out "$work/python/profile.json"
       step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"

@@ -179,8 +179,10 @@ class BufferTooShortError(ReadbackError, ValueError):
 
 
 class SlotsExhaustedError(ReadbackError, RuntimeError):
-    """Every slot is held by a ticket, readout or view: release one (or make the readback with
-    more slots)."""
+    """Every slot is held by a live ticket, readout or view: release one (or make the readback
+    with more slots). Slots held only by tickets dropped in flight do not raise this: the
+    enqueue waits for the oldest of those instead. Under ``transport="auto"`` it is raised
+    only when both slot sets are full (``slots`` is then the set tried first's)."""
 
     slots: int
 

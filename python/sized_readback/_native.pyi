@@ -43,7 +43,8 @@ class Readback:
     memory), ``"staged"`` (a device slot, then one copy of the whole slot) or ``"auto"``: a set
     of slots of each, an enqueue going staged when the last count read back filled at least
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
-    (``auto_staged_from`` rows), mapped otherwise.
+    (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
+    the other has one, the enqueue takes the other. ``slots`` is per set under ``"auto"``.
 
     Raises ``ConfigError``/``TypeError`` for bad settings (checked before the device is
     opened), ``DriverNotFoundError`` without a CUDA driver, ``NoDeviceError`` without the device.
@@ -67,7 +68,9 @@ class Readback:
         binding's own cost and for callers that hold raw handles. Nothing is kept alive and
         no producer stream is waited for: the caller keeps the memory allocated and unwritten
         until the readback completes, and enqueues on the producer's stream (an int
-        ``cudaStream_t``). The core still checks every address and the stream's context."""
+        ``cudaStream_t``). The core checks only that the count's address and each column's first
+        address are device memory of this context, and the stream's context; nothing checks
+        that ``rows[i]`` rows fit in the allocation at ``ptrs[i]``."""
     def _profile(
         self, data: DeviceArray, count: DeviceArray, reps: int = 1000,
         before: Optional[Callable[[], Any]] = None,
@@ -85,12 +88,18 @@ class Readback:
         ``stream``: where the pack runs, after the work already there; ``None``: the current
         stream of the framework that owns ``data`` (PyTorch's or CuPy's current stream, the
         stream a CUDA Array Interface names, else the legacy default stream). Work the arrays'
-        producers report on other streams is waited for on the device. Never synchronizes the
-        host. The arrays are kept alive until the readback is known complete.
+        producers report on other streams is waited for on the device. The arrays are kept
+        alive until the readback is known complete.
+
+        Returns without waiting for the device, with one exception: when every slot is held
+        and some are held by tickets dropped before their readback completed, it blocks (GIL
+        released, Ctrl-C raising ``KeyboardInterrupt``) until the oldest of those completes,
+        then takes its slot. Keep tickets (or wait on them) to never block here.
 
         Raises ``ValueError`` for arrays of other dtypes or shapes, non-contiguous ones, host
         memory, or another device (``ForeignDeviceError``); ``SlotsExhaustedError`` when every
-        slot is held; ``StreamCapturingError`` on a capturing stream (use ``GraphReadback``).
+        slot is held by live tickets, readouts or views; ``StreamCapturingError`` on a
+        capturing stream (use ``GraphReadback``).
         Errors about the count itself come from ``Ticket.wait()``.
         """
     def grow(self, capacity: int) -> None:
@@ -99,21 +108,27 @@ class Readback:
     @property
     def capacity(self) -> int: ...
     @property
-    def slots(self) -> int: ...
+    def slots(self) -> int:
+        """Slots of one set (``transport="auto"`` has a set of each transport)."""
     @property
-    def slots_in_use(self) -> int: ...
+    def slots_in_use(self) -> int:
+        """Slots held now: by tickets, readouts and their views, and by tickets dropped while
+        their readback was in flight until the next enqueue sees it complete. Under
+        ``transport="auto"``, of both sets together (up to ``2 * slots``)."""
     @property
     def device(self) -> int: ...
     @property
     def transport(self) -> str: ...
     @property
     def auto_staged_from(self) -> Optional[int]:
-        """``transport="auto"``: the count from which enqueues go staged; else None."""
+        """``transport="auto"``: the count from which enqueues go staged; else None. Above
+        ``capacity``, no staged slots are allocated (``info["auto_staged_slots"]`` is 0)
+        until a ``grow`` brings it within reach."""
     @property
     def staged_copy(self) -> Optional[str]:
         """The staged transport's copy in use: ``"sized"`` (what the count needs, picked on
-        the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped).
-        ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
+        the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped, or
+        ``transport="auto"`` with no staged slots allocated). ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
         where it is not raises ``SizedCopyUnavailableError``."""
     @property
     def info(self) -> dict[str, Any]:
@@ -143,9 +158,12 @@ class Ticket:
         """``"mapped"`` or ``"staged"``: the slots this readback took (``transport="auto"``
         chooses per enqueue)."""
     @property
-    def seq(self) -> int: ...
+    def seq(self) -> int:
+        """1, 2, 3, ... per readback object, in enqueue order (one numbering for both sets of
+        ``transport="auto"``); the readout has the same."""
     @property
-    def slot(self) -> Optional[int]: ...
+    def slot(self) -> Optional[int]:
+        """The slot held, within the set named by ``transport`` (None once released)."""
 
 class Readout:
     """The count and rows of a completed readback, in pinned host memory.

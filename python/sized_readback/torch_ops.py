@@ -36,9 +36,17 @@ CPU included. What the real implementation does depends on the stream it runs on
   readout. A readback has no data-dependent output shape, so the op stays inside the graph
   (no partition, no ``cudagraph_skips``).
 
-Call ``next()`` once per step, in order (one readout per step in every mode). A compiled graph
-that is recorded again (new shapes) records the pack again; the steps between still read out
-in order as long as ``next()`` follows each step.
+Call ``next()`` once per step, in order (one readout per step in every mode).
+
+Limit of ``reduce-overhead``: every graph that records into one ``CompiledReadback`` must pack
+the same count dtype and the same source lengths (rows of each column). The graph readback
+decodes every replay with those, and replays of graphs recorded into different graph
+readbacks could not be put back in step order by ``next()`` (a replay does not call Python).
+A step recorded again for new shapes (a new batch size, say) therefore raises
+``RuntimeError`` naming this limit, at the recording. Keep the shapes the op sees fixed (pad
+the data to a fixed number of rows: the count says how many are real), use one
+``CompiledReadback`` per shape, or compile without ``mode="reduce-overhead"`` (every other
+mode enqueues per call and has no such limit).
 """
 
 import collections
@@ -129,6 +137,8 @@ class CompiledReadback:
                                                 slots=max(slots, 2), device=device)
         self._tickets: "collections.deque[Any]" = collections.deque()
         self.recordings = 0
+        # (count dtype, rows of each column) of the first recording: every later one must match.
+        self._recorded_as: Optional[tuple] = None
         self.key = _register(self)
 
     @property
@@ -157,6 +167,20 @@ class CompiledReadback:
             if self._graph is None:
                 raise RuntimeError("a step was captured into a CUDA graph: make the "
                                    "CompiledReadback with graphs=True")
+            sig = (count.dtype, tuple(int(c.shape[0]) if c.dim() else 1 for c in columns))
+            if self._recorded_as is None:
+                self._recorded_as = sig
+            elif sig != self._recorded_as:
+                raise RuntimeError(
+                    "CompiledReadback: a CUDA graph (mode=\"reduce-overhead\") recorded the "
+                    f"readback with count dtype {sig[0]} and source lengths {list(sig[1])}, but "
+                    f"its earlier recordings had count dtype {self._recorded_as[0]} and source "
+                    f"lengths {list(self._recorded_as[1])}: every graph recorded into one "
+                    "CompiledReadback must pack the same count dtype and source lengths (its "
+                    "graph readback decodes every replay with them, and next() could not order "
+                    "replays across several). Pad the data to fixed rows, use one "
+                    "CompiledReadback per shape, or compile without mode=\"reduce-overhead\"."
+                )
             # The graph's memory pool keeps the arrays for as long as the graph lives; a
             # reference held here would upset the pool's accounting of live blocks.
             self._graph.record(data, count, keep=False)
@@ -166,10 +190,20 @@ class CompiledReadback:
 
     def next(self, timeout: Optional[float] = None) -> _native.Readout:
         """The readout of the oldest step not yet read: a waiting eager ticket's, else the
-        next graph replay's. Blocks (without the GIL) until it is there."""
+        next graph replay's. Blocks (without the GIL) until it is there. A
+        ``ReadbackTimeoutError`` (or a Ctrl-C) leaves that step unread: the next ``next()``
+        returns it; any other error consumes it."""
         if self._tickets:
-            t = self._tickets.popleft()
-            return t.wait(timeout)
+            t = self._tickets[0]
+            try:
+                out = t.wait(timeout)
+            except TimeoutError:
+                raise
+            except Exception:
+                self._tickets.popleft()
+                raise
+            self._tickets.popleft()
+            return out
         if self._graph is None or self.recordings == 0:
             raise RuntimeError("no step has enqueued a readback since the last next()")
         return self._graph.next(timeout)

@@ -1,7 +1,7 @@
 //! Reading a device array from Python: PyTorch tensors directly (their own accessors, the
 //! fast path), anything else through `__dlpack__` or `__cuda_array_interface__` (v3).
 use crate::dlpack::{self, DL_CUDA};
-use crate::py_util::{torch, type_facts, Proto};
+use crate::py_util::{stale_accessor, torch, type_facts, Proto};
 use crate::readback::Keep;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -32,8 +32,10 @@ pub(crate) struct DeviceArray {
 }
 
 impl DeviceArray {
-    pub(crate) fn numel(&self) -> i64 {
-        self.shape.iter().product()
+    /// Elements; None if the product overflows (never for an array that passed
+    /// [`check_shape`]).
+    pub(crate) fn numel(&self) -> Option<i64> {
+        self.shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d))
     }
     /// The element type, numpy style (`float64`, `int32`, `bfloat16`, `V12`).
     pub(crate) fn type_name(&self) -> String {
@@ -66,6 +68,33 @@ fn dlpack_stream(s: usize) -> usize {
     }
 }
 
+/// Refuses a shape with a negative dimension, or whose elements (its non-zero dimensions) times
+/// `itemsize` bytes overflow: a product that wraps could pass the row-size check with another
+/// size. Every later product of its dimensions then fits.
+/// `what` names the array in the error (made only for one).
+pub(crate) fn check_shape(
+    shape: &[i64],
+    itemsize: usize,
+    what: impl Fn() -> String,
+) -> PyResult<()> {
+    if shape.iter().any(|&d| d < 0) {
+        let what = what();
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape {shape:?}: dimensions are 0 or more"
+        )));
+    }
+    let bytes = i64::try_from(itemsize)
+        .ok()
+        .and_then(|b| shape.iter().try_fold(b, |n, &d| n.checked_mul(d.max(1))));
+    if bytes.is_none() {
+        let what = what();
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape {shape:?} of {itemsize}-byte elements: its size overflows"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `shape`/`strides` (in units of `unit`: 1 for DLPack's element strides, the item
 /// size for CUDA Array Interface byte strides) are C-contiguous.
 fn contiguous(shape: &[i64], strides: Option<&[i64]>, unit: i64) -> bool {
@@ -78,7 +107,11 @@ fn contiguous(shape: &[i64], strides: Option<&[i64]>, unit: i64) -> bool {
         if shape[i] != 1 && st[i] != expect {
             return false;
         }
-        expect *= shape[i];
+        // Fits once the shape passed check_shape; an overflow is no C-contiguous layout.
+        match expect.checked_mul(shape[i]) {
+            Some(e) => expect = e,
+            None => return false,
+        }
     }
     true
 }
@@ -108,6 +141,8 @@ pub(crate) fn acquire(
     keep: &mut Keep,
 ) -> PyResult<DeviceArray> {
     let facts = type_facts(obj);
+    // The AttributeError of an accessor the type cache chose: the object is probed once more.
+    let mut stale = None;
     match facts.proto {
         Proto::TorchTensor => {
             if let Some(a) = torch_tensor(py, obj, device, what)? {
@@ -120,32 +155,37 @@ pub(crate) fn acquire(
                 return Ok(a);
             }
         }
-        Proto::DLPack => {
-            let dev = obj.getattr(intern!(py, "__dlpack_device__"))?;
-            let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
-            keep.push(obj.clone().unbind());
-            return Ok(a);
-        }
-        Proto::Cai => {
-            let cai = obj.getattr(intern!(py, "__cuda_array_interface__"))?;
-            let a = from_cai(py, &cai, what)?;
-            keep.push(obj.clone().unbind());
-            return Ok(a);
-        }
-        Proto::Probe => {
-            if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+        Proto::DLPack => match obj.getattr(intern!(py, "__dlpack_device__")) {
+            Ok(dev) => {
                 let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
                 keep.push(obj.clone().unbind());
                 return Ok(a);
             }
-            if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
+        Proto::Cai => match obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            Ok(cai) => {
                 let a = from_cai(py, &cai, what)?;
                 keep.push(obj.clone().unbind());
                 return Ok(a);
             }
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
+        Proto::Probe => {}
+    }
+    if matches!(facts.proto, Proto::Probe) || stale.is_some() {
+        if let Ok(dev) = obj.getattr(intern!(py, "__dlpack_device__")) {
+            let a = from_dlpack(py, obj, &dev, stream, device, what, keep)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
+        }
+        if let Ok(cai) = obj.getattr(intern!(py, "__cuda_array_interface__")) {
+            let a = from_cai(py, &cai, what)?;
+            keep.push(obj.clone().unbind());
+            return Ok(a);
         }
     }
-    Err(PyTypeError::new_err(format!(
+    let err = PyTypeError::new_err(format!(
         "{what} must be a CUDA device array (an object with __dlpack__ or \
          __cuda_array_interface__, e.g. a torch.Tensor, cupy.ndarray, jax.Array or numba \
          device array), not {}",
@@ -153,7 +193,9 @@ pub(crate) fn acquire(
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default()
-    )))
+    ));
+    err.set_cause(py, stale);
+    Err(err)
 }
 
 /// Whether `obj` is read through its CUDA Array Interface (so its `stream` entry may choose
@@ -265,6 +307,7 @@ fn from_dlpack(
         return Err(foreign(py, what, d.device.device_id as i64, device));
     }
     let (kind, itemsize) = dlpack::kind_of(d.dtype)?;
+    check_shape(&d.shape, itemsize, || what.to_string())?;
     if !contiguous(&d.shape, d.strides.as_deref(), 1) {
         return Err(PyValueError::new_err(format!(
             "{what} is not C-contiguous (shape {:?}, strides {:?} elements): rows are read as \
@@ -321,11 +364,6 @@ pub(crate) fn from_cai<'py>(
     let shape: Vec<i64> = get(intern!(py, "shape"))?
         .ok_or_else(|| missing("shape"))?
         .extract()?;
-    if shape.iter().any(|&d| d < 0) {
-        return Err(PyValueError::new_err(format!(
-            "{what}.__cuda_array_interface__ has shape {shape:?}: dimensions are 0 or more"
-        )));
-    }
     let typestr: String = get(intern!(py, "typestr"))?
         .ok_or_else(|| missing("typestr"))?
         .extract()?;
@@ -338,6 +376,9 @@ pub(crate) fn from_cai<'py>(
         )));
     }
     let (kind, itemsize) = parse_typestr(&typestr, what)?;
+    check_shape(&shape, itemsize, || {
+        format!("{what}.__cuda_array_interface__")
+    })?;
     let strides: Option<Vec<i64>> = get(intern!(py, "strides"))?
         .map(|s| s.extract())
         .transpose()?;

@@ -131,6 +131,24 @@ pub(crate) fn type_facts(obj: &Bound<'_, PyAny>) -> TypeFacts {
     facts
 }
 
+/// When `e` is the `AttributeError` of an accessor the cache chose for `obj`'s type (the class
+/// changed since, or its property raises `AttributeError`): forgets the type, so the next call
+/// decides again, and gives the error back as `Ok` for the caller to probe the object once
+/// (and to chain onto its own `TypeError`). Any other error is the accessor's own: `Err`.
+pub(crate) fn stale_accessor(obj: &Bound<'_, PyAny>, e: PyErr) -> PyResult<PyErr> {
+    if !e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) {
+        return Err(e);
+    }
+    let key = obj.get_type().as_ptr() as usize;
+    let gone = type_cache()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&key);
+    // Dropped outside the lock: a type's deallocation may run Python code.
+    drop(gone);
+    Ok(e)
+}
+
 /// Forgets every cached type (tests, and `sized_readback._native._clear_caches()`).
 pub(crate) fn clear_type_cache() -> usize {
     let old = std::mem::take(&mut *type_cache().lock().unwrap_or_else(|p| p.into_inner()));

@@ -4,7 +4,7 @@ use crate::errors::{make, IntoPy};
 use crate::py_util::{info_dict, torch_current_stream};
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
-use crate::stream::{resolve, CtxGuard, Shared};
+use crate::stream::{resolve, CtxGuard, Pool, Shared};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -15,12 +15,12 @@ use srb::{
     StagedCopy, Transport,
 };
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest stretch a wait spends without the GIL before it checks for signals (Ctrl-C).
-const WAIT_SLICE: Duration = Duration::from_millis(100);
+pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 /// What a readback reads, kept alive until it is known complete: the arrays, a DLPack
 /// capsule, the stream object. The common enqueue (data, count, maybe a capsule or a stream)
@@ -169,7 +169,7 @@ pub(crate) fn open(
 
 /// The count kind of a 0-d (or one-element) device array.
 fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
-    if a.numel() != 1 {
+    if a.numel() != Some(1) {
         return Err(PyValueError::new_err(format!(
             "the count must be one element (a 0-d array), not an array of shape {:?}",
             a.shape
@@ -270,8 +270,11 @@ pub(crate) fn parse_inputs(
     let mut first_cai = None;
     if stream.is_none_or(|s| s.is_none()) {
         if let Some(o) = objs.first().filter(|o| reads_cai(py, o)) {
-            let cai = o.getattr(intern!(py, "__cuda_array_interface__"))?;
-            first_cai = Some(from_cai(py, &cai, &what(0, &specs[0]))?);
+            match o.getattr(intern!(py, "__cuda_array_interface__")) {
+                Ok(cai) => first_cai = Some(from_cai(py, &cai, &what(0, &specs[0]))?),
+                // A stale type cache entry (forgotten now): `acquire` probes the object.
+                Err(e) => drop(crate::py_util::stale_accessor(o, e)?),
+            }
         }
     }
     let cai_stream = first_cai.as_ref().map(|a| match a.after {
@@ -362,18 +365,39 @@ pub(crate) fn column_bytes(r: &ColumnReadout<'_>, n: usize) -> Vec<ColumnBytes> 
 #[pyclass(module = "sized_readback._native")]
 pub struct Readback {
     rb: ManuallyDrop<ColumnReadback>,
-    /// `transport="auto"`: the staged slots beside the mapped ones (`rb`).
-    staged: Option<ManuallyDrop<ColumnReadback>>,
+    /// Whether `transport="auto"`.
+    auto: bool,
+    /// `transport="auto"`: the staged slots beside the mapped ones (`rb`), made only while the
+    /// threshold (`staged_from`) is within the capacity, so a readback whose counts can never
+    /// reach it allocates none; replaced by `grow`. Cloned out of the lock by each enqueue
+    /// (tickets hold their slots through the core, not through this).
+    staged: Mutex<Option<Arc<ColumnReadback>>>,
+    /// `transport="auto"`: the staged set's copy (`staged_copy=`), for the sets `grow` makes.
+    staged_copy: StagedCopy,
     /// `transport="auto"`: the last count from which enqueues go staged.
     staged_from: AtomicUsize,
+    /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
+    generation: AtomicU64,
+    /// The last `seq` handed out: one numbering for both slot sets of `transport="auto"`
+    /// (the core numbers each set on its own; its numbers stay internal).
+    next_seq: AtomicU64,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,
     columns: bool,
 }
 
 impl Readback {
-    /// The core's enqueue and the ticket. An enqueue that finds every slot held while dropped
-    /// tickets still hold some waits for the oldest of those to complete, then tries again.
+    /// `transport="auto"`'s staged set, if made.
+    fn staged_set(&self) -> Option<Arc<ColumnReadback>> {
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The core's enqueue and the ticket. An enqueue that finds every slot of its set held
+    /// while dropped tickets of that set (same transport, same generation) still hold some
+    /// waits for the oldest of those to complete (in slices, Ctrl-C working), then tries again.
     ///
     /// # Safety
     /// As [`ColumnReadback::enqueue_raw_stream`]; the context is bound.
@@ -385,36 +409,60 @@ impl Readback {
         count: RawCount,
         keep: Keep,
     ) -> PyResult<Ticket> {
-        let rb: &ColumnReadback = match &self.staged {
+        // transport="auto": the set the last count chose, then the other one if that set is
+        // full.
+        let staged = if self.auto { self.staged_set() } else { None };
+        let (first, second): (&ColumnReadback, Option<&ColumnReadback>) = match &staged {
             Some(st)
                 if self.shared.last_rows.load(Ordering::Relaxed)
                     >= self.staged_from.load(Ordering::Relaxed) =>
             {
-                st
+                (st, Some(&self.rb))
             }
-            _ => &self.rb,
+            Some(st) => (&self.rb, Some(st)),
+            None => (&self.rb, None),
+        };
+        let generation = self.generation.load(Ordering::Relaxed);
+        let pool = |rb: &ColumnReadback| Pool {
+            staged: rb.transport() == Transport::Staged,
+            generation,
         };
         loop {
-            // SAFETY: per this function's contract.
-            let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
-            match r {
-                Ok(ticket) => {
-                    return Ok(Ticket {
-                        transport: transport_name(rb.transport()),
-                        seq: ticket.seq(),
-                        core: Some(Core::Pack(ticket)),
-                        keep,
-                        shared: self.shared.clone(),
-                        specs: self.specs.clone(),
-                        columns: self.columns,
-                        state: State::Pending,
-                    })
+            let mut exhausted = None;
+            for rb in std::iter::once(first).chain(second) {
+                // SAFETY: per this function's contract.
+                let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
+                match r {
+                    Ok(ticket) => {
+                        return Ok(Ticket {
+                            pool: pool(rb),
+                            transport: transport_name(rb.transport()),
+                            seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
+                            core: Some(Core::Pack(ticket)),
+                            keep,
+                            shared: self.shared.clone(),
+                            specs: self.specs.clone(),
+                            columns: self.columns,
+                            state: State::Pending,
+                        });
+                    }
+                    Err(e @ srb::Error::SlotsExhausted { .. }) => {
+                        exhausted.get_or_insert(e);
+                    }
+                    Err(e) => return Err(crate::errors::to_py(py, e)),
                 }
-                Err(srb::Error::SlotsExhausted { .. }) if self.shared.free_oldest(py) => {
-                    self.shared.bind(py)?;
-                }
-                Err(e) => return Err(crate::errors::to_py(py, e)),
             }
+            // Every set full: wait for a dropped ticket of the chosen set, else of the other.
+            let freed = self.shared.free_oldest(py, pool(first))?
+                || match second {
+                    Some(rb) => self.shared.free_oldest(py, pool(rb))?,
+                    None => false,
+                };
+            if !freed {
+                let e = exhausted.expect("every set was tried");
+                return Err(crate::errors::to_py(py, e));
+            }
+            self.shared.bind(py)?;
         }
     }
 }
@@ -447,7 +495,11 @@ impl Readback {
             .slots(slots)
             .transport(transport)
             .staged_copy(staged_copy);
-        let staged_config = auto.then(|| config.clone().transport(Transport::Staged));
+        let row_bytes = specs.iter().map(|s| s.elem_size).sum();
+        let staged_from = auto_threshold(capacity, row_bytes);
+        // The staged set only where a count can reach the threshold.
+        let staged_config =
+            (auto && staged_from <= capacity).then(|| config.clone().transport(Transport::Staged));
         let (shared, schema, _restore) = open(py, device, &specs, |s| {
             ColumnReadback::check(s, &config)?;
             staged_config
@@ -456,23 +508,28 @@ impl Readback {
         })?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
         let staged = match staged_config {
-            Some(c) => Some(ManuallyDrop::new(
+            Some(c) => Some(Arc::new(
                 ColumnReadback::new(&shared.ctx, &schema, c).py_err(py)?,
             )),
             None => None,
         };
-        let row_bytes = specs.iter().map(|s| s.elem_size).sum();
         Ok(Readback {
             rb: ManuallyDrop::new(rb),
-            staged,
-            staged_from: AtomicUsize::new(auto_threshold(capacity, row_bytes)),
+            auto,
+            staged: Mutex::new(staged),
+            staged_copy,
+            staged_from: AtomicUsize::new(staged_from),
+            generation: AtomicU64::new(0),
+            next_seq: AtomicU64::new(0),
             shared,
             specs: Arc::new(specs),
             columns,
         })
     }
 
-    /// Enqueues the readback of `count` rows of `data` on `stream` and returns at once.
+    /// Enqueues the readback of `count` rows of `data` on `stream` and returns without
+    /// waiting for the device, unless every slot is held and some by tickets dropped in
+    /// flight: then it waits (GIL released, Ctrl-C working) for the oldest of those.
     #[pyo3(signature = (data, count, stream=None))]
     fn enqueue(
         &self,
@@ -493,8 +550,8 @@ impl Readback {
             stream,
         )?;
         // SAFETY: the sources and the count are device arrays of this device, read from their
-        // frameworks (pointer, length and element size checked, and the addresses checked again
-        // by the core); the enqueue stream waits for their producers (order_after, or the
+        // frameworks (pointer, length and element size checked; the core checks again that each
+        // column's first address and the count's are device memory of this context); the enqueue stream waits for their producers (order_after, or the
         // producer's own __dlpack__(stream=)); `keep` holds them (and the stream object) until
         // the readback is known complete.
         unsafe { self.pack(py, inp.stream, &inp.sources, inp.count, inp.keep) }
@@ -506,8 +563,10 @@ impl Readback {
     /// `"int32"`, `"int64"`, `"uint32"`, `"uint64"`), `stream` a `cudaStream_t` as an int (0:
     /// the legacy default stream). Nothing is kept alive and no producer stream is waited
     /// for: the caller keeps the memory allocated and unwritten until the readback completes,
-    /// and enqueues on the producer's stream. The core still checks every address and the
-    /// stream's context.
+    /// and enqueues on the producer's stream. The core checks only that the count's address
+    /// and each column's first address are device memory of this context, and the stream's
+    /// context: not that `rows[i]` rows fit in the allocation at `ptrs[i]` (a wrong `rows`
+    /// reads past it).
     #[pyo3(signature = (ptrs, rows, count_ptr, count_kind="int32", stream=0))]
     fn _enqueue_raw(
         &self,
@@ -545,8 +604,10 @@ impl Readback {
         let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         self.shared.sweep();
         self.shared.bind(py)?;
-        // SAFETY: the caller's contract above (documented as such); the core checks that
-        // every address is device memory of this context and the stream belongs to it.
+        // SAFETY: the caller's contract above (documented as such: that includes the extent of
+        // each column, which nothing checks); the core checks that the count's and each
+        // column's first address are device memory of this context and the stream belongs to
+        // it.
         unsafe {
             self.pack(
                 py,
@@ -590,6 +651,11 @@ impl Readback {
         let status = unsafe {
             sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
         };
+        // Destroyed on every way out (errors and early returns included).
+        let _ev_guard = (status == sys::CUresult::CUDA_SUCCESS).then(|| ProfileEvent {
+            ev,
+            ctx: self.shared.ctx.cu_ctx(),
+        });
         if status != sys::CUresult::CUDA_SUCCESS {
             return Err(crate::errors::to_py(
                 py,
@@ -674,7 +740,11 @@ impl Readback {
             let obj = Py::new(
                 py,
                 Ticket {
-                    transport: "mapped",
+                    pool: Pool {
+                        staged: self.rb.transport() == Transport::Staged,
+                        generation: self.generation.load(Ordering::Relaxed),
+                    },
+                    transport: transport_name(self.rb.transport()),
                     seq: ticket.seq(),
                     core: Some(Core::Pack(ticket)),
                     keep: inp.keep,
@@ -686,12 +756,6 @@ impl Readback {
             )?;
             drop(obj);
             t[6].push(ns(a));
-        }
-        // SAFETY: a live event of this context, no longer used (its last record completed:
-        // every pack after it was waited for).
-        unsafe {
-            let _ = sys::cuEventSynchronize(ev);
-            let _ = sys::cuEventDestroy_v2(ev);
         }
         result?;
         let d = PyDict::new(py);
@@ -721,13 +785,39 @@ impl Readback {
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
         let capacity = check_capacity(capacity)?;
-        self.rb.grow(capacity).py_err(py)?;
-        if let Some(st) = &self.staged {
-            st.grow(capacity).py_err(py)?;
-            let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
-            self.staged_from
-                .store(auto_threshold(capacity, row_bytes), Ordering::Relaxed);
+        if !self.auto {
+            self.rb.grow(capacity).py_err(py)?;
+            self.generation.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
+        // transport="auto": the new staged set first (if the new capacity lets a count reach
+        // the threshold), then the mapped slots. Either failing leaves both sets as they were.
+        let row_bytes = self.specs.iter().map(|s| s.elem_size).sum();
+        let staged_from = auto_threshold(capacity, row_bytes);
+        let new_staged = if staged_from <= capacity {
+            let mut schema = ColumnSchema::new();
+            for s in self.specs.iter() {
+                schema.raw_column(s.elem_size);
+            }
+            let config = ReadbackConfig::new(capacity)
+                .slots(self.rb.slots())
+                .transport(Transport::Staged)
+                .staged_copy(self.staged_copy);
+            Some(Arc::new(
+                ColumnReadback::new(&self.shared.ctx, &schema, config).py_err(py)?,
+            ))
+        } else {
+            None
+        };
+        self.rb.grow(capacity).py_err(py)?;
+        let old = std::mem::replace(
+            &mut *self.staged.lock().unwrap_or_else(|p| p.into_inner()),
+            new_staged,
+        );
+        self.staged_from.store(staged_from, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        // Freed outside the lock, with the caller's context restored after.
+        drop(old);
         Ok(())
     }
 
@@ -736,24 +826,24 @@ impl Readback {
     fn capacity(&self) -> usize {
         self.rb.capacity()
     }
-    /// Number of slots: readbacks in flight or held at once (per transport for
-    /// `transport="auto"`, which has a set of each).
+    /// Number of slots: readbacks in flight or held at once (per set for `transport="auto"`,
+    /// which has a set of each transport: up to twice this many in all).
     #[getter]
     fn slots(&self) -> usize {
         self.rb.slots()
     }
-    /// Slots held now (by tickets, readouts and their views).
+    /// Slots held now: by tickets, readouts and their views, and by tickets dropped while
+    /// their readback was in flight, until the next enqueue sees it complete. For
+    /// `transport="auto"`, of both sets together.
     #[getter]
     fn slots_in_use(&self) -> usize {
-        self.rb.slots_in_use() + self.staged.as_ref().map_or(0, |s| s.slots_in_use())
+        self.rb.slots_in_use() + self.staged_set().map_or(0, |s| s.slots_in_use())
     }
     /// For `transport="auto"`: the count from which an enqueue goes to the staged slots (the
     /// last count read back decides); None for a fixed transport.
     #[getter]
     fn auto_staged_from(&self) -> Option<usize> {
-        self.staged
-            .as_ref()
-            .map(|_| self.staged_from.load(Ordering::Relaxed))
+        self.auto.then(|| self.staged_from.load(Ordering::Relaxed))
     }
     /// The CUDA device ordinal.
     #[getter]
@@ -763,7 +853,7 @@ impl Readback {
     /// `"mapped"`, `"staged"` or `"auto"`.
     #[getter]
     fn transport(&self) -> &'static str {
-        if self.staged.is_some() {
+        if self.auto {
             return "auto";
         }
         transport_name(self.rb.transport())
@@ -772,19 +862,31 @@ impl Readback {
     /// device; CUDA 12.8+ drivers), `"whole"` (the whole slot), or `None` (mapped).
     #[getter]
     fn staged_copy(&self) -> Option<&'static str> {
-        // Under transport="auto", the staged slots' copy.
-        let rb: &ColumnReadback = self.staged.as_deref().unwrap_or(&self.rb);
-        staged_copy_name(rb.info().staged_copy)
+        // Under transport="auto", the staged slots' copy (None while none are allocated).
+        if self.auto {
+            return self
+                .staged_set()
+                .and_then(|st| staged_copy_name(st.info().staged_copy));
+        }
+        staged_copy_name(self.rb.info().staged_copy)
     }
     /// The settings in effect and the slot layout, as a dict: capacity, slots, buckets,
     /// spill_capacity, transport, wait_mode, device, slot_bytes, column_offsets,
-    /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`).
+    /// trailer_offset, programmatic_launch (of the mapped slots for `transport="auto"`, with
+    /// auto_staged_slots: the staged slots allocated, 0 while the threshold is out of reach).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = info_dict(py, &self.rb.info(), self.shared.device)?;
-        if let Some(staged) = self.staged.as_deref() {
+        if self.auto {
+            let staged = self.staged_set();
             d.set_item("transport", "auto")?;
-            d.set_item("staged_copy", staged_copy_name(staged.info().staged_copy))?;
+            d.set_item(
+                "staged_copy",
+                staged
+                    .as_ref()
+                    .and_then(|st| staged_copy_name(st.info().staged_copy)),
+            )?;
+            d.set_item("auto_staged_slots", staged.map_or(0, |s| s.slots()))?;
         }
         Ok(d)
     }
@@ -816,9 +918,31 @@ impl Drop for Readback {
         let _restore = CtxGuard::save();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.rb) };
-        if let Some(st) = &mut self.staged {
-            // SAFETY: dropped once, here.
-            unsafe { ManuallyDrop::drop(st) };
+        drop(
+            self.staged
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+    }
+}
+
+/// `_profile`'s event, destroyed when it goes out of scope (after its last record completes),
+/// with its context bound: the caller's `CtxGuard`, made before, restores the caller's after.
+struct ProfileEvent {
+    ev: srb::cudarc::driver::sys::CUevent,
+    ctx: srb::cudarc::driver::sys::CUcontext,
+}
+
+impl Drop for ProfileEvent {
+    fn drop(&mut self) {
+        use srb::cudarc::driver::sys;
+        // SAFETY: a live event of the live context `ctx` (the readback holds it), no longer
+        // used by anyone else; a failed bind leaves the destroy to fail harmlessly.
+        unsafe {
+            let _ = sys::cuCtxSetCurrent(self.ctx);
+            let _ = sys::cuEventSynchronize(self.ev);
+            let _ = sys::cuEventDestroy_v2(self.ev);
         }
     }
 }
@@ -897,6 +1021,8 @@ pub(crate) enum State {
 /// One enqueued readback: wait on it (`wait()`), poll it (`done()`).
 #[pyclass(module = "sized_readback._native")]
 pub struct Ticket {
+    /// The slot set it took (a dropped ticket frees a slot of that set only).
+    pool: Pool,
     /// The slots' transport (for `transport="auto"`, the one this enqueue took).
     transport: &'static str,
     seq: u64,
@@ -919,6 +1045,7 @@ impl Ticket {
         columns: bool,
     ) -> Self {
         Ticket {
+            pool: Pool::default(),
             transport,
             seq: ticket.seq(),
             core: Some(Core::Append(ticket)),
@@ -940,8 +1067,10 @@ impl Ticket {
     fn complete(
         &mut self,
         py: Python<'_>,
-        (count, seq, cols): (usize, u64, Vec<ColumnBytes>),
+        (count, _core_seq, cols): (usize, u64, Vec<ColumnBytes>),
     ) -> PyResult<Py<Readout>> {
+        // The readout's seq is the ticket's (the readback's own numbering), not the core's.
+        let seq = self.seq;
         let core = self.core.take().expect("pending tickets hold their core");
         self.shared.last_rows.store(count, Ordering::Relaxed);
         let r = Py::new(
@@ -1072,7 +1201,8 @@ impl Ticket {
         self.complete(py, facts)
     }
 
-    /// The readback's sequence number (1, 2, 3, ... per readback object).
+    /// The readback's sequence number (1, 2, 3, ... per readback object, one numbering for
+    /// both slot sets of `transport="auto"`).
     #[getter]
     fn seq(&self) -> u64 {
         self.seq
@@ -1085,7 +1215,8 @@ impl Ticket {
         self.transport
     }
 
-    /// The slot it occupies (None once the ticket no longer holds one).
+    /// The slot it occupies (None once the ticket no longer holds one), in the slot set of
+    /// its `transport` (`transport="auto"` has a set of each, numbered from 0 each).
     #[getter]
     fn slot(&self) -> Option<usize> {
         self.core.as_ref().map(Core::slot)
@@ -1120,7 +1251,7 @@ impl Drop for Ticket {
             && matches!(core, Core::Pack(_))
             && matches!(core.try_wait(), Ok(None));
         if in_flight {
-            self.shared.defer(core, keep);
+            self.shared.defer(self.pool, core, keep);
         } else {
             drop(core);
             drop(keep);

@@ -67,6 +67,19 @@ impl ColSpec {
                 .map(|r| r.to_string())
                 .unwrap_or_else(|_| "?".into())
         };
+        // numpy's own flag: any field, at any depth, of kind O. The slot holds bytes copied
+        // from the device, and a view that read them as object references would dereference
+        // whatever addresses they happen to hold.
+        if d.getattr("hasobject")?.extract::<bool>()? {
+            return Err(config(
+                py,
+                format!(
+                    "column dtype {} holds Python objects: a slot holds device bytes, never \
+                     object references",
+                    what()
+                ),
+            ));
+        }
         let kind = match kind.as_str() {
             "b" | "i" | "u" | "f" | "c" | "V" => kind.as_bytes()[0],
             _ => {
@@ -133,7 +146,12 @@ impl ColSpec {
         let rest = &a.shape[1..];
         let fits = if self.kind == b'V' {
             // Raw bytes: any element type, as long as a row has the column's bytes.
-            a.itemsize * rest.iter().product::<i64>() as usize == self.elem_size
+            // Checked: the shape passed check_shape, but a wrapped product must never match.
+            rest.iter()
+                .try_fold(a.itemsize as u64, |n, &x| {
+                    u64::try_from(x).ok().and_then(|x| n.checked_mul(x))
+                })
+                .is_some_and(|b| b == self.elem_size as u64)
         } else {
             a.kind == self.kind
                 && a.itemsize == self.base_size

@@ -4,10 +4,10 @@
 use crate::array::same_stream;
 use crate::errors::to_py;
 use crate::py_util::{
-    cupy_current_stream, owner_of, torch_current_stream, type_facts, Owner, StreamAccess,
-    STREAM_ATTRS,
+    cupy_current_stream, owner_of, stale_accessor, torch_current_stream, type_facts, Owner,
+    StreamAccess, STREAM_ATTRS,
 };
-use crate::readback::{Core, Keep};
+use crate::readback::{Core, Keep, WAIT_SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -47,11 +47,20 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
     };
     // Which accessor a stream type has is cached per type; the handle itself is read on
     // every call (an object may be re-pointed, and a freed stream's handle reused).
+    // An accessor that raises AttributeError (the class changed since it was cached, or its
+    // property raises it): the type is forgotten and the object probed once more.
+    let mut stale = None;
     match type_facts(obj).stream {
         StreamAccess::Int => return as_handle(obj),
-        StreamAccess::Protocol => return protocol(py, obj, &as_handle),
+        StreamAccess::Protocol => match obj.getattr(intern!(py, "__cuda_stream__")) {
+            Ok(p) => return protocol(&p, &as_handle),
+            Err(e) => stale = Some(stale_accessor(obj, e)?),
+        },
         StreamAccess::Attr(i) => {
-            return as_handle(&obj.getattr(pyo3::types::PyString::intern(py, STREAM_ATTRS[i]))?)
+            match obj.getattr(pyo3::types::PyString::intern(py, STREAM_ATTRS[i])) {
+                Ok(v) => return as_handle(&v),
+                Err(e) => stale = Some(stale_accessor(obj, e)?),
+            }
         }
         StreamAccess::Probe => {}
     }
@@ -59,31 +68,35 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
         return as_handle(obj);
     }
     if obj.hasattr(intern!(py, "__cuda_stream__"))? {
-        return protocol(py, obj, &as_handle);
+        return protocol(&obj.getattr(intern!(py, "__cuda_stream__"))?, &as_handle);
     }
     for attr in STREAM_ATTRS {
         if let Ok(v) = obj.getattr(pyo3::types::PyString::intern(py, attr)) {
             return as_handle(&v);
         }
     }
-    Err(PyTypeError::new_err(format!(
+    let err = PyTypeError::new_err(format!(
         "stream must be a torch.cuda.Stream, a CuPy stream, an object with __cuda_stream__, \
          an int handle or None, not {}",
         obj.get_type()
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default()
-    )))
+    ));
+    err.set_cause(py, stale);
+    Err(err)
 }
 
-/// `__cuda_stream__`: a `(version, handle)` tuple, or a method returning one.
+/// `__cuda_stream__` (its value `p`): a `(version, handle)` tuple, or a method returning one.
 fn protocol(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
+    p: &Bound<'_, PyAny>,
     as_handle: &dyn Fn(&Bound<'_, PyAny>) -> PyResult<usize>,
 ) -> PyResult<usize> {
-    let p = obj.getattr(intern!(py, "__cuda_stream__"))?;
-    let v = if p.is_callable() { p.call0()? } else { p };
+    let v = if p.is_callable() {
+        p.call0()?
+    } else {
+        p.clone()
+    };
     let (_version, handle): (i64, Bound<'_, PyAny>) = v.extract().map_err(|_| {
         PyTypeError::new_err("__cuda_stream__ must return a (version, handle) tuple")
     })?;
@@ -145,6 +158,15 @@ pub(crate) fn resolve(
     })
 }
 
+/// The slot set a ticket took: one per transport and per generation (each `grow` makes new
+/// slots; tickets handed out before keep the old ones). A dropped ticket frees a slot only of
+/// its own set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Pool {
+    pub(crate) staged: bool,
+    pub(crate) generation: u64,
+}
+
 /// Restores the thread's current CUDA context when dropped. The library's calls bind the
 /// readback's context and leave it bound; PyTorch and CuPy take their current device from the
 /// current context, so every call from Python that reaches the driver puts back the one it found
@@ -198,16 +220,17 @@ fn check(py: Python<'_>, status: CUresult, call: &'static str) -> PyResult<()> {
 struct Events {
     /// Joins other streams into an enqueue's stream (record there, wait here).
     order: Option<CUevent>,
-    /// Dropped, unfinished tickets: their slot (still held) and what they read, oldest first.
-    deferred: Vec<(Core, Keep)>,
+    /// Dropped, unfinished tickets: their slot set ([`Pool`]), their slot (still held) and
+    /// what they read, oldest first.
+    deferred: Vec<(Pool, Core, Keep)>,
 }
 
 /// What every ticket of a readback shares with it: the context, the ordering event, and the
 /// dropped tickets whose readback may still run.
 ///
 /// A dropped ticket whose readback is still in flight keeps its slot and its arrays here until
-/// the readback is seen complete (polled by the next enqueue, at no driver cost in the trailer
-/// wait mode), so no enqueue records an event of its own for that case.
+/// the readback is seen complete (polled by the next enqueue: see [`Shared::sweep`] for what
+/// the poll costs), so no enqueue records an event of its own for that case.
 pub(crate) struct Shared {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) device: i32,
@@ -307,12 +330,17 @@ impl Shared {
 
     /// Keeps the slot of a dropped ticket whose readback is in flight, and what it reads,
     /// until the readback completes.
-    pub(crate) fn defer(&self, core: Core, keep: Keep) {
-        self.lock().deferred.push((core, keep));
+    pub(crate) fn defer(&self, pool: Pool, core: Core, keep: Keep) {
+        self.lock().deferred.push((pool, core, keep));
         self.any_deferred.store(true, Ordering::Release);
     }
 
     /// Lets go of the dropped tickets whose readback has completed (their slots and arrays).
+    /// Free while none is deferred (one atomic load). Otherwise each deferred ticket is polled:
+    /// a mapped slot whose trailer is visible in host memory costs no driver call; one whose
+    /// trailer is not there yet (still in flight), and every staged slot (its trailer arrives
+    /// by the copy, so completion is the event's), costs a `cuEventQuery` (and a
+    /// `cuCtxGetCurrent`).
     pub(crate) fn sweep(&self) {
         if !self.any_deferred.load(Ordering::Acquire) {
             return;
@@ -322,7 +350,7 @@ impl Shared {
             let mut ev = self.lock();
             let mut i = 0;
             while i < ev.deferred.len() {
-                if matches!(ev.deferred[i].0.try_wait(), Ok(None)) {
+                if matches!(ev.deferred[i].1.try_wait(), Ok(None)) {
                     i += 1;
                 } else {
                     released.push(ev.deferred.remove(i));
@@ -336,29 +364,44 @@ impl Shared {
         drop(released);
     }
 
-    /// After an enqueue found every slot held: waits (without the GIL) for the oldest dropped
-    /// ticket still in flight and frees its slot. False when no dropped ticket holds a slot
-    /// (the slots are held by live tickets or readouts: nothing to wait for).
-    pub(crate) fn free_oldest(&self, py: Python<'_>) -> bool {
-        let oldest = {
+    /// After an enqueue into `pool` found every slot held: waits for the oldest dropped ticket
+    /// of that slot set (the only ones whose completion frees a slot the enqueue can take)
+    /// and frees its slot. The wait releases the GIL in slices of [`WAIT_SLICE`] and checks
+    /// for signals between them (Ctrl-C raises `KeyboardInterrupt`, and the ticket stays
+    /// deferred). `Ok(false)` when no dropped ticket of `pool` holds a slot (the slots are
+    /// held by live tickets or readouts: nothing to wait for).
+    pub(crate) fn free_oldest(&self, py: Python<'_>, pool: Pool) -> PyResult<bool> {
+        let (core, keep) = {
             let mut ev = self.lock();
-            if ev.deferred.is_empty() {
-                return false;
-            }
-            let o = ev.deferred.remove(0);
+            let Some(i) = ev.deferred.iter().position(|(p, ..)| *p == pool) else {
+                return Ok(false);
+            };
+            let (_, core, keep) = ev.deferred.remove(i);
             if ev.deferred.is_empty() {
                 self.any_deferred.store(false, Ordering::Release);
             }
-            o
+            (core, keep)
         };
-        let (core, keep) = oldest;
-        // Its errors are its own: the ticket was dropped, no one reads them.
-        py.detach(|| {
-            let _ = core.wait_timeout(std::time::Duration::MAX);
-            drop(core);
-        });
+        loop {
+            let r = py.detach(|| match core.wait_timeout(WAIT_SLICE) {
+                Err(srb::Error::Timeout { .. }) => false,
+                // Complete, or failed: its errors are its own (the ticket was dropped, no one
+                // reads them).
+                _ => true,
+            });
+            if r {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                // Still in flight: back to the front, slot and arrays held.
+                self.lock().deferred.insert(0, (pool, core, keep));
+                self.any_deferred.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        drop(core);
         drop(keep);
-        true
+        Ok(true)
     }
 }
 
@@ -368,7 +411,7 @@ impl Drop for Shared {
         let ev = self.events.get_mut().unwrap_or_else(|p| p.into_inner());
         // Waiting here is the price of dropping a readback whose dropped tickets are still
         // being read: their arrays must outlive the read.
-        for (core, keep) in ev.deferred.drain(..) {
+        for (_, core, keep) in ev.deferred.drain(..) {
             let _ = core.wait_timeout(std::time::Duration::MAX);
             drop(core);
             drop(keep);

@@ -2,6 +2,11 @@
 
 Tests marked ``gpu`` need a CUDA device and are skipped (reported as skipped) without one; a
 test that needs a framework (PyTorch, CuPy, JAX, Numba) skips when it is not installed.
+
+``SRB_REQUIRE_GPU=1`` (scripts/gpu-verify.sh sets it) turns every skip of a ``gpu`` test, and
+the skip of a whole ``test_gpu_*.py`` module at collection (a framework not installed), into a
+failure, so a GPU run cannot pass with its GPU tests skipped. Tests also marked ``multi_gpu``
+(they need two devices) still skip on a one-GPU host.
 """
 
 import os
@@ -26,8 +31,67 @@ HAVE_GPU = srb.is_available()
 # an allocation inside a graph capture calls cudaMalloc, which a capture refuses.)
 RELEASE_AT_EXIT = os.environ.get("SRB_RELEASE_AT_EXIT") == "1"
 
+REQUIRE_GPU = os.environ.get("SRB_REQUIRE_GPU") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "gpu: needs a CUDA device (skipped without one; a failure under SRB_REQUIRE_GPU=1)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "multi_gpu: needs two CUDA devices (skips on one GPU, even under SRB_REQUIRE_GPU=1)",
+    )
+
+
+def _skip_reason(rep):
+    if isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        return rep.longrepr[2]
+    return str(rep.longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if (
+        REQUIRE_GPU
+        and rep.skipped
+        and not hasattr(rep, "wasxfail")
+        and "gpu" in item.keywords
+        and "multi_gpu" not in item.keywords
+    ):
+        rep.outcome = "failed"
+        rep.longrepr = f"SRB_REQUIRE_GPU=1, but this GPU test skipped: {_skip_reason(rep)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    rep = outcome.get_result()
+    if (
+        REQUIRE_GPU
+        and rep.skipped
+        and isinstance(collector, pytest.Module)
+        and collector.path.name.startswith("test_gpu_")
+    ):
+        # Reported as skipped (a collection error would stop the whole run), and the session
+        # fails at its end (pytest_sessionfinish).
+        _SKIPPED_GPU_MODULES.append(f"{collector.path.name}: {_skip_reason(rep)}")
+
+
+_SKIPPED_GPU_MODULES = []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for m in _SKIPPED_GPU_MODULES:
+        terminalreporter.write_line(f"SRB_REQUIRE_GPU=1, but a GPU test module skipped: {m}", red=True)
+
 
 def pytest_sessionfinish(session, exitstatus):
+    if _SKIPPED_GPU_MODULES and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if not RELEASE_AT_EXIT:
         return
     gc.collect()

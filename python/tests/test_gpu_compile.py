@@ -145,3 +145,44 @@ def test_a_strided_column_is_read_in_order(mode):
             np.testing.assert_array_equal(out.numpy(), want)
     torch.cuda.synchronize()
     cr.close()
+
+
+def test_next_after_a_timeout_returns_that_same_step():
+    # A timed-out next() leaves its step for the next call (it used to be lost).
+    cr = CompiledReadback(N, dtype=torch.float32, graphs=False)
+    idx = torch.arange(N, device=DEV, dtype=torch.float32)
+    step = step_for(cr)
+    torch.cuda._sleep(200_000_000)  # ~100 ms before the step's kernels
+    step(idx, k_of(1))
+    step(idx, k_of(2))
+    with pytest.raises(TimeoutError):
+        cr.next(timeout=0.001)
+    for k in (k_of(1), k_of(2)):
+        with cr.next() as out:
+            np.testing.assert_array_equal(out.numpy(), expected(k))
+    with pytest.raises(RuntimeError, match="no step"):
+        cr.next()
+
+
+def test_reduce_overhead_with_new_shapes_raises_naming_the_limit():
+    # One CompiledReadback's graphs must all pack the same source lengths: a step recorded
+    # again for a new length raises at the recording, naming the limit.
+    cr = CompiledReadback(2 * N, dtype=torch.float32, slots=4)
+
+    @torch.compile(fullgraph=True, mode="reduce-overhead")
+    def step(x):
+        keep = x > 0.5
+        n = keep.sum(dtype=torch.int32)
+        cr.enqueue(x[torch.argsort((~keep).to(torch.int8), stable=True)], n)
+        return x * 2
+
+    for _ in range(3):
+        x = torch.rand(N, device=DEV)
+        step(x)
+        with cr.next() as out:
+            assert out.count == int((x > 0.5).sum())
+    with pytest.raises(Exception, match="same count dtype and source lengths"):
+        for _ in range(3):
+            step(torch.rand(2 * N, device=DEV))
+            cr.next(timeout=10)
+    cr.close()

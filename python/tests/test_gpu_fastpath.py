@@ -3,6 +3,7 @@ are freed and their addresses reused, and across devices; dropped tickets hold t
 until done (no event per enqueue); the raw-address entry point; transport="auto"."""
 
 import gc
+import time
 import weakref
 
 import numpy as np
@@ -76,6 +77,7 @@ def test_streams_freed_and_made_again():
         del raw, t
 
 
+@pytest.mark.multi_gpu
 def test_across_devices():
     if torch.cuda.device_count() < 2:
         pytest.skip("one GPU")
@@ -96,15 +98,32 @@ def test_across_devices():
 
 def test_dropped_tickets_hold_their_slot_until_done_and_an_enqueue_waits_for_the_oldest():
     rb = srb.Readback(1000, dtype=torch.float64, slots=2)
-    refs = []
+    refs, after = [], []
     for k in range(3):
-        torch.cuda._sleep(20_000_000)  # ~10 ms: still in flight when dropped
+        torch.cuda._sleep(100_000_000)  # ~50 ms: still in flight when dropped
         data = torch.arange(1000, device=DEV, dtype=torch.float64) + k
         refs.append(weakref.ref(data))
         # The third finds both slots held by dropped, unfinished tickets: it waits for the
-        # oldest (not SlotsExhaustedError, and no overwrite).
-        t = rb.enqueue(data, n_of(1000))
-        del data, t
+        # oldest (not SlotsExhaustedError, and no overwrite of a slot still being written).
+        n = n_of(1000)
+        t0 = time.perf_counter()
+        t = rb.enqueue(data, n)
+        took = time.perf_counter() - t0
+        ev = torch.cuda.Event()
+        ev.record()  # after this readback's pack
+        after.append(ev)
+        if k < 2:
+            del t
+        assert rb.slots_in_use == (k + 1 if k < 2 else 2)
+    # The third enqueue returned only once the first readback had completed (~50 ms of sleep
+    # queued before it; its slot is the one the third took), and before the second had.
+    assert took > 0.02, f"the third enqueue returned after {took * 1e3:.1f} ms: it did not wait"
+    assert not after[1].query()
+    assert not after[2].query()
+    out = t.wait()
+    assert out.count == 1000
+    np.testing.assert_array_equal(out.numpy(), np.arange(1000, dtype=np.float64) + 2)
+    del out, t, data
     torch.cuda.synchronize()
     assert rb.enqueue(torch.zeros(1, device=DEV, dtype=torch.float64), n_of(1)).wait().count == 1
     gc.collect()
@@ -115,6 +134,29 @@ def test_dropped_tickets_hold_their_slot_until_done_and_an_enqueue_waits_for_the
     with pytest.raises(srb.SlotsExhaustedError):  # held by readouts, not dropped tickets
         rb.enqueue(torch.arange(1000, device=DEV, dtype=torch.float64), n_of(10))
     del held, o, o2
+
+
+def test_an_enqueue_waits_only_for_dropped_tickets_of_its_own_slots():
+    # A dropped ticket of the slots before a grow cannot free a slot of the new ones: an
+    # enqueue that finds the new slots held by a live ticket raises at once.
+    rb = srb.Readback(1000, dtype=torch.float64, slots=1)
+    torch.cuda._sleep(400_000_000)  # ~200 ms
+    old = rb.enqueue(torch.arange(1000, device=DEV, dtype=torch.float64), n_of(5))
+    ev = torch.cuda.Event()
+    ev.record()
+    del old  # dropped in flight: holds the old slot
+    rb.grow(2000)
+    live = rb.enqueue(torch.arange(2000, device=DEV, dtype=torch.float64), n_of(7))
+    more = torch.arange(2000, device=DEV, dtype=torch.float64)
+    n7 = n_of(7)
+    old_in_flight = not ev.query()  # (unless the grow's allocations synchronized)
+    t0 = time.perf_counter()
+    with pytest.raises(srb.SlotsExhaustedError):
+        rb.enqueue(more, n7)
+    took = time.perf_counter() - t0
+    if old_in_flight:
+        assert took < 0.05, f"waited {took * 1e3:.0f} ms for a dropped ticket of the old slots"
+    assert live.wait().count == 7
 
 
 def test_the_raw_entry_point_reads_the_same():
@@ -156,3 +198,61 @@ def test_auto_transport_follows_the_last_count():
     assert seen == ["mapped", "mapped", "staged", "staged", "mapped", "mapped", "staged", "mapped"]
     rb.grow(2 * cap)
     assert rb.auto_staged_from == int(np.ceil(2 * cap * srb._native.AUTO_STAGED_MIN_FILL))
+
+
+def test_auto_numbers_both_sets_in_one_sequence_and_falls_back_to_the_other_set():
+    cap = 1 << 20
+    rb = srb.Readback(cap, dtype=torch.float64, slots=1, transport="auto")
+    x = torch.arange(cap, device=DEV, dtype=torch.float64)
+    t1 = rb.enqueue(x, n_of(cap))
+    o1 = t1.wait()  # mapped slot held; the last count chooses staged next
+    t2 = rb.enqueue(x, n_of(10))
+    o2 = t2.wait()  # staged slot held; the last count chooses mapped next
+    assert (t1.transport, t2.transport) == ("mapped", "staged")
+    assert rb.slots_in_use == 2
+    with pytest.raises(srb.SlotsExhaustedError):  # both sets full
+        rb.enqueue(x, n_of(5))
+    o2.release()
+    t3 = rb.enqueue(x, n_of(5))  # mapped is full: the free staged slot takes it
+    assert t3.transport == "staged"
+    o3 = t3.wait()
+    assert [t1.seq, t2.seq, t3.seq] == [1, 2, 3]
+    assert [o1.seq, o2.seq, o3.seq] == [1, 2, 3]
+    assert list(o3.numpy()) == [0, 1, 2, 3, 4]
+    o1.release()
+    o3.release()
+
+
+def test_auto_makes_its_staged_set_only_once_a_count_can_reach_the_threshold():
+    rb = srb.Readback(64, dtype=torch.float64, slots=1, transport="auto")
+    assert rb.auto_staged_from > rb.capacity
+    assert rb.info["auto_staged_slots"] == 0  # no staged slots allocated
+    x = torch.arange(1 << 20, device=DEV, dtype=torch.float64)
+    o = rb.enqueue(x[:64], n_of(3)).wait()
+    with pytest.raises(srb.SlotsExhaustedError):  # no staged set to fall back to
+        rb.enqueue(x[:64], n_of(3))
+    rb.grow(1 << 20)
+    assert rb.auto_staged_from <= rb.capacity
+    assert rb.info["auto_staged_slots"] == 1
+    t = rb.enqueue(x, n_of(7))  # the mapped set is new: o still holds an old slot
+    assert t.wait().count == 7
+    assert list(o.numpy()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("transport", ["mapped", "staged", "auto"])
+def test_profile_runs_and_cleans_up_on_every_path(transport):
+    rb = srb.Readback(4096, dtype=torch.float64, transport=transport)
+    x = torch.arange(4096, device=DEV, dtype=torch.float64)
+    n = n_of(100)
+    d = rb._profile(x, n, reps=5)
+    assert d["reps"] == 5 and d["core_enqueue"] > 0
+
+    def boom():
+        raise RuntimeError("before failed")
+
+    for _ in range(3):  # the error path destroys its event too
+        with pytest.raises(RuntimeError, match="before failed"):
+            rb._profile(x, n, reps=5, before=boom)
+    assert rb.slots_in_use == 0
+    with rb.enqueue(x, n).wait() as out:
+        assert out.count == 100

@@ -104,6 +104,7 @@ def test_bad_inputs_are_value_errors():
         rb2.enqueue(torch.zeros(CAP, 2, dtype=torch.float64, device=DEV), n)
 
 
+@pytest.mark.multi_gpu
 def test_foreign_device_is_a_value_error():
     if torch.cuda.device_count() < 2:
         pytest.skip("one GPU")

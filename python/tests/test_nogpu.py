@@ -59,7 +59,7 @@ def test_every_error_is_a_readback_error_and_its_builtin():
         (dict(capacity=8, transport="pcie"), ValueError, "transport"),
         (dict(capacity=8, staged_copy="half"), ValueError, "staged_copy"),
         (dict(capacity=8, dtype="U4"), ValueError, "not a number"),
-        (dict(capacity=8, dtype="object"), ValueError, "not a number"),
+        (dict(capacity=8, dtype="object"), ValueError, "holds Python objects"),
         (dict(capacity=8, dtype=">f8"), ValueError, "big-endian"),
         (dict(capacity=8, dtype="not a dtype"), TypeError, "not a numpy dtype"),
         (dict(capacity=8, dtype="f8", columns=["f8"]), TypeError, "not both"),

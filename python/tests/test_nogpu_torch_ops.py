@@ -102,3 +102,66 @@ def test_a_freed_readback_is_an_error_not_a_crash():
     gc.collect()
     with pytest.raises(RuntimeError, match="no readback has key"):
         torch.ops.sized_readback.enqueue([torch.zeros(2)], torch.zeros((), dtype=torch.int32), key)
+
+
+class _Ticket:
+    """A stand-in ticket: times out while `ready` is False, then returns its readout or raises
+    `error`."""
+
+    def __init__(self, name, error=None):
+        self.name, self.error, self.ready = name, error, False
+
+    def wait(self, timeout=None):
+        if not self.ready:
+            from sized_readback import ReadbackTimeoutError
+
+            raise ReadbackTimeoutError("ran out")
+        if self.error is not None:
+            raise self.error
+        return self.name
+
+
+def test_next_after_a_timeout_returns_the_same_step():
+    # Review 3: next() popped the ticket before waiting, so a timeout lost that step.
+    import collections
+
+    cr = object.__new__(torch_ops.CompiledReadback)
+    cr._graph, cr.recordings = None, 0
+    a, b, c = _Ticket("a"), _Ticket("b", error=ValueError("bad count")), _Ticket("c")
+    cr._tickets = collections.deque([a, b, c])
+    with pytest.raises(TimeoutError):
+        cr.next(timeout=0.001)
+    a.ready = b.ready = c.ready = True
+    assert cr.next() == "a"
+    with pytest.raises(ValueError):  # any other error consumes its step
+        cr.next()
+    assert cr.next() == "c"
+    assert not cr._tickets
+
+
+class _FakeGraph:
+    def __init__(self):
+        self.records = []
+
+    def record(self, data, count, keep=True):
+        self.records.append((data, count))
+
+
+def test_a_recording_with_new_shapes_raises_naming_the_limit(monkeypatch):
+    # Review 4: a graph re-recorded for new shapes recorded into the same graph readback,
+    # whose recordings must share count dtype and source lengths.
+    import collections
+
+    cr = object.__new__(torch_ops.CompiledReadback)
+    cr._columns, cr._names, cr._graph = False, None, _FakeGraph()
+    cr._tickets, cr.recordings, cr._recorded_as = collections.deque(), 0, None
+    monkeypatch.setattr(torch_ops, "_capturing", lambda: True)
+    n32 = torch.tensor(3, dtype=torch.int32)
+    cr._on_enqueue([torch.zeros(8)], n32)
+    cr._on_enqueue([torch.zeros(8)], n32)  # alike: a second graph of the same shapes
+    assert cr.recordings == 2
+    with pytest.raises(RuntimeError, match="same count dtype and source lengths"):
+        cr._on_enqueue([torch.zeros(16)], n32)
+    with pytest.raises(RuntimeError, match="same count dtype and source lengths"):
+        cr._on_enqueue([torch.zeros(8)], torch.tensor(3, dtype=torch.int64))
+    assert cr.recordings == 2 and len(cr._graph.records) == 2
