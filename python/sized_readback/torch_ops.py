@@ -29,8 +29,12 @@ produces its inputs. Its fake (meta) implementation does nothing, so it traces a
 CPU included. What the real implementation does depends on the stream it runs on:
 
 - not capturing (eager, ``torch.compile`` without CUDA graphs, and the warm-up runs of
-  ``reduce-overhead``): ``Readback.enqueue`` on torch's current stream; the ticket waits in
-  ``CompiledReadback`` for ``next()``;
+  ``reduce-overhead``): the readback is enqueued on torch's current stream, keeping no
+  reference to the op's inputs, and the ticket waits in ``CompiledReadback`` for ``next()``.
+  No reference is needed: the inputs are made on that stream, and PyTorch's caching allocator
+  hands their memory to later work only in that stream's order, after the pack. And none may
+  be held: the warm-up runs of ``reduce-overhead`` allocate from the CUDA graph's pool, whose
+  recording refuses to start while a block of it is alive and not an output of the step;
 - capturing (``reduce-overhead`` recording its graph): ``GraphReadback.record`` of the pack into
   the graph, once; every replay of the graph packs again, and ``next()`` takes that replay's
   readout. A readback has no data-dependent output shape, so the op stays inside the graph
@@ -96,6 +100,10 @@ def _(columns: list[torch.Tensor], count: torch.Tensor, key: int) -> None:
 # thread extra graph inputs and outputs through the compiled step, which is not needed here
 # (the op's data dependencies already order it after its producers, and it writes no tensor).
 torch.fx.node.has_side_effect(torch.ops.sized_readback.enqueue.default)
+
+
+_COUNT_KINDS = {torch.int32: "int32", torch.int64: "int64", torch.uint32: "uint32",
+                torch.uint64: "uint64"}
 
 
 def _capturing() -> bool:
@@ -186,7 +194,30 @@ class CompiledReadback:
             self._graph.record(data, count, keep=False)
             self.recordings += 1
         else:
-            self._tickets.append(self.readback.enqueue(data, count))
+            self._tickets.append(self._enqueue_unkept(columns, count))
+
+    def _enqueue_unkept(self, columns: list[torch.Tensor], count: torch.Tensor) -> Any:
+        # The readback of the inputs on the current stream, holding no reference to them (see
+        # the module's docs for why that is safe, and needed). The checks Readback.enqueue
+        # makes of a tensor's layout and type, made here before the raw enqueue.
+        dtypes = self.readback.dtypes
+        if len(columns) != len(dtypes):
+            raise ValueError(f"{len(columns)} columns given, the readback has {len(dtypes)}")
+        device = self.readback.device
+        for i, (c, dt) in enumerate(zip(columns, dtypes)):
+            if not c.is_cuda or c.device.index != device:
+                raise ValueError(f"column {i} is not on CUDA device {device}")
+            row = c.element_size() * (int(c[0].numel()) if c.dim() > 1 else 1)
+            if c.dim() == 0 or row != dt.itemsize:
+                raise ValueError(f"column {i}: rows of {row} bytes, the readback's are "
+                                 f"{dt.itemsize} ({dt})")
+        kind = _COUNT_KINDS.get(count.dtype)
+        if kind is None or count.numel() != 1 or not count.is_cuda:
+            raise ValueError("the count must be one int32, int64, uint32 or uint64 element on "
+                             "the GPU")
+        return self.readback._enqueue_raw(
+            [c.data_ptr() for c in columns], [int(c.shape[0]) for c in columns],
+            count.data_ptr(), kind, torch.cuda.current_stream(device).cuda_stream)
 
     def next(self, timeout: Optional[float] = None) -> _native.Readout:
         """The readout of the oldest step not yet read: a waiting eager ticket's, else the
