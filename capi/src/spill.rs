@@ -37,27 +37,34 @@ pub unsafe extern "C" fn srb_fetch_spill(
             return Err(invalid("srb_fetch_spill needs an append readback"));
         }
         let held = held_of(h, seq)?;
-        // A second fetch for the same seq returns the first one's rows: fetching again would
-        // free the rows that pointers from `srb_spill_data` still address.
-        let earlier = held.spill().and_then(|spill| lock(spill).clone());
-        if let Some(t) = earlier {
-            let n = wait_spill(&t, timeout_ns)?;
-            // SAFETY: per the contract.
-            unsafe { *count_out = n as u64 };
-            return Ok(SRB_OK);
-        }
-        let stream = stream_of(stream);
-        let fetched = match &*held {
-            // SAFETY: a live stream, per the contract; checked to be of the context.
-            Held::Replay(_, r) => unsafe { r.fetch_spill_raw_stream(stream)? },
-            // SAFETY: as above.
-            Held::Append(t, _) => unsafe { t.fetch_spill_raw_stream(stream)? },
-            Held::Pack(_) => return Err(invalid("srb_fetch_spill needs an append readback")),
+        let Some(spill) = held.spill() else {
+            return Err(invalid("srb_fetch_spill needs an append readback"));
         };
-        let fetched = fetched.map(Arc::new);
-        if let Some(spill) = held.spill() {
-            *lock(spill) = fetched.clone();
-        }
+        let fetched = {
+            // Locked from the check to the store, so that a seq's rows are fetched once, also
+            // by threads calling at the same time: a second fetch would free the rows that
+            // pointers from `srb_spill_data` still address. The fetch only enqueues; the wait
+            // below runs unlocked.
+            let mut stored = lock(spill);
+            match &*stored {
+                Some(t) => Some(t.clone()),
+                None => {
+                    let stream = stream_of(stream);
+                    let fetched = match &*held {
+                        // SAFETY: a live stream, per the contract; checked to be of the context.
+                        Held::Replay(_, r) => unsafe { r.fetch_spill_raw_stream(stream)? },
+                        // SAFETY: as above.
+                        Held::Append(t, _) => unsafe { t.fetch_spill_raw_stream(stream)? },
+                        Held::Pack(_) => {
+                            return Err(invalid("srb_fetch_spill needs an append readback"))
+                        }
+                    };
+                    let fetched = fetched.map(Arc::new);
+                    stored.clone_from(&fetched);
+                    fetched
+                }
+            }
+        };
         let n = match &fetched {
             None => 0,
             Some(t) => wait_spill(t, timeout_ns)?,
