@@ -79,8 +79,10 @@ pub struct ReadbackConfig {
     /// Buckets of one slot (e.g. one per MPI neighbour), 1 to [`crate::MAX_BUCKETS`]: each has
     /// its own `capacity` rows of every column, and its own count. 1: an ordinary readback.
     pub buckets: usize,
-    /// Staged transport: how the slot is copied to the host (see [`StagedCopy`]); ignored by
-    /// the mapped transport. [`crate::ReadbackInfo::staged_copy`] says which copy is in use.
+    /// Staged transport: how the slot is copied to the host (see [`StagedCopy`]). The mapped
+    /// transport copies nothing: it takes `Auto` and `Whole` as no copy, and refuses `Sized`
+    /// ([`crate::Error::SizedCopyUnavailable`]). [`crate::ReadbackInfo::staged_copy`] says which
+    /// copy is in use.
     pub staged_copy: StagedCopy,
 }
 

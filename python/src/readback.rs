@@ -491,15 +491,21 @@ impl Readback {
         )?;
         let staged_copy = check_staged_copy(staged_copy)?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
+        // Under transport="auto", staged_copy is the staged set's: the mapped set copies
+        // nothing, and would refuse an explicit "sized".
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
             .transport(transport)
-            .staged_copy(staged_copy);
+            .staged_copy(if auto { StagedCopy::Auto } else { staged_copy });
         let row_bytes = specs.iter().map(|s| s.elem_size).sum();
         let staged_from = auto_threshold(capacity, row_bytes);
         // The staged set only where a count can reach the threshold.
-        let staged_config =
-            (auto && staged_from <= capacity).then(|| config.clone().transport(Transport::Staged));
+        let staged_config = (auto && staged_from <= capacity).then(|| {
+            config
+                .clone()
+                .transport(Transport::Staged)
+                .staged_copy(staged_copy)
+        });
         let (shared, schema, _restore) = open(py, device, &specs, |s| {
             ColumnReadback::check(s, &config)?;
             staged_config

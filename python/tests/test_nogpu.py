@@ -678,3 +678,15 @@ def test_cupy_arrays_run_on_cupys_current_stream(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", FAKE_CUPY_CHECKS], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+@no_gpu
+def test_auto_transport_passes_an_explicit_sized_copy_to_its_staged_slots_only():
+    # Under transport="auto" the mapped slots copy nothing: staged_copy="sized" is the staged
+    # set's, and the construction gets as far as the driver (the mapped set used to refuse it).
+    with pytest.raises(RuntimeError, match="CUDA driver|no CUDA device") as e:
+        srb.Readback(1 << 20, dtype="f8", transport="auto", staged_copy="sized")
+    assert isinstance(e.value, (srb.DriverNotFoundError, srb.NoDeviceError))
+    # A plain mapped readback asked for a sized copy is still refused, before the driver.
+    with pytest.raises(srb.SizedCopyUnavailableError, match="mapped transport"):
+        srb.Readback(1 << 20, dtype="f8", staged_copy="sized")
