@@ -8,8 +8,8 @@ pub const SRB_OK: i32 = 0;
 pub const SRB_NOT_READY: i32 = 1;
 /// A wait ran out of time; the readback stays valid (wait again).
 pub const SRB_TIMEOUT: i32 = 2;
-/// A null pointer, an unknown sequence number, a column out of range, or a call that does
-/// not fit the readback's kind (graph, append).
+/// A null pointer, an unknown sequence number, a column out of range, a flag the create
+/// function does not take, or a call that does not fit the readback's kind (graph, append).
 pub const SRB_ERR_INVALID_ARGUMENT: i32 = -1;
 /// The CUDA driver library (libcuda) could not be loaded.
 pub const SRB_ERR_DRIVER_NOT_FOUND: i32 = -2;
@@ -19,8 +19,11 @@ pub const SRB_ERR_NO_DEVICE: i32 = -3;
 /// faulted kernel.
 pub const SRB_ERR_CUDA: i32 = -4;
 /// Unusable settings: zero capacity or slots, an element size of 0 or above `UINT32_MAX`,
-/// sizes that overflow, `SRB_FLAG_GRAPH` with `SRB_FLAG_STAGED` (`srb_create` checks these
-/// before it opens the device, so they are reported the same with or without a GPU).
+/// sizes that overflow, and flags that do not go together: `SRB_FLAG_GRAPH` with
+/// `SRB_FLAG_STAGED` or with buckets, `SRB_FLAG_STAGED_WHOLE` or `_SIZED` without
+/// `SRB_FLAG_STAGED` or both at once, a spill without `SRB_FLAG_APPEND` (the create
+/// functions check these before they open the device, so they are reported the same with or
+/// without a GPU).
 pub const SRB_ERR_INVALID_CONFIG: i32 = -5;
 /// The device-resident count exceeded the capacity; nothing was copied. `srb_wait` and
 /// `srb_next` store the count in `*count_out`, so the caller can make a larger readback.
