@@ -40,7 +40,9 @@ class Readback:
     (the arrays then have shape ``(N, 3)``). Neither given: one float64 column.
 
     ``transport``: ``"mapped"`` (the pack writes exactly ``count`` rows into pinned host
-    memory), ``"staged"`` (a device slot, then one copy of the whole slot) or ``"auto"``: a set
+    memory), ``"staged"`` (a device slot, then one copy: of the rows the count needs where the
+    driver has CUDA 12.8 graph conditionals, else of the whole slot; ``staged_copy=``) or
+    ``"auto"``: a set
     of slots of each, an enqueue going staged when the last count read back filled at least
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
     (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
