@@ -298,6 +298,17 @@ impl Slots {
                 "graph readbacks have one bucket: use a ticket-based bucketed readback",
             ));
         }
+        // A host-sequenced pack copies at most the capacity and counts the rest, so it has no
+        // spill region: a spill asked of one is a mistake to report, not a setting to drop.
+        // (A graph readback's spill serves the append kernels recorded into it.)
+        if let Some(rows @ 1..) = cfg.spill {
+            if !device_sequenced && filler == Filler::Pack {
+                return Err(Error::config(format!(
+                    "spill({rows}) on a pack readback: only append readbacks (AppendReadback, \
+                     GraphReadback) have a spill region; a pack counts the rows past the capacity"
+                )));
+            }
+        }
         if cfg.max_blocks == Some(0) {
             return Err(Error::config(
                 "max_blocks(0): a pack launch needs at least one block",

@@ -6,7 +6,7 @@ use super::ring::{Lease, Ring};
 use super::slots::{Filler, Sequencing, Slots};
 use super::spill::SpillRegion;
 use crate::config::ReadbackConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::info::ReadbackInfo;
 use crate::layout::BucketTable;
 use crate::raw::abi;
@@ -56,7 +56,6 @@ impl HostEngine {
         cfg: &ReadbackConfig,
         table: BucketTable,
     ) -> Result<Arc<Self>> {
-        refuse_spill(cfg)?;
         let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
         Self::with_slots(ctx, slots, cfg, None, None)
     }
@@ -117,7 +116,6 @@ impl HostEngine {
         cfg: &ReadbackConfig,
         table: BucketTable,
     ) -> Result<()> {
-        refuse_spill(cfg)?;
         Slots::plan(elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
         Ok(())
     }
@@ -215,15 +213,3 @@ const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<HostEngine>();
 };
-
-/// A pack copies at most the capacity and counts the rest, so it has no spill region: a spill
-/// asked of one is a mistake to report, not a setting to drop.
-fn refuse_spill(cfg: &ReadbackConfig) -> Result<()> {
-    match cfg.spill {
-        Some(rows) if rows > 0 => Err(Error::config(format!(
-            "spill({rows}) on a pack readback: only append readbacks (AppendReadback, \
-             GraphReadback) have a spill region; a pack counts the rows past the capacity"
-        ))),
-        _ => Ok(()),
-    }
-}
