@@ -51,7 +51,7 @@ pub(crate) enum Filler {
 
 /// The staged copy a readback's settings ask for, before the driver is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CopyPlan {
+pub(crate) enum CopyPlan {
     /// Mapped: no copy.
     None,
     Whole,
@@ -107,8 +107,7 @@ impl Slots {
         table: BucketTable,
         filler: Filler,
     ) -> Result<Self> {
-        let (layout, total) = Self::plan(elem_sizes, cfg, sequencing, table, filler)?;
-        let copy = Self::copy_plan(&layout, cfg, sequencing, filler)?;
+        let (layout, total, copy) = Self::plan(elem_sizes, cfg, sequencing, table, filler)?;
         let device_sequenced = sequencing == Sequencing::Device;
         let mapped = cfg.transport == Transport::Mapped;
         driver::ensure_driver()?;
@@ -281,15 +280,15 @@ impl Slots {
     }
 
     /// What [`Slots::new`] checks before it touches the driver: the layout and the total size
-    /// of the slots, and the settings that do not go together. Returns the layout and the
-    /// bytes of every slot.
+    /// of the slots, and the settings that do not go together. Returns the layout, the bytes
+    /// of every slot and the staged copy the settings ask for.
     pub(crate) fn plan(
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
         sequencing: Sequencing,
         table: BucketTable,
         filler: Filler,
-    ) -> Result<(SlotLayout, usize)> {
+    ) -> Result<(SlotLayout, usize, CopyPlan)> {
         let layout = SlotLayout::with_buckets(cfg.capacity, elem_sizes, cfg.buckets, table)?;
         let device_sequenced = sequencing == Sequencing::Device;
         let total = layout.total_bytes(cfg.slots)?;
@@ -347,8 +346,8 @@ impl Slots {
                  must not overlap",
             ));
         }
-        Self::copy_plan(&layout, cfg, sequencing, filler)?;
-        Ok((layout, total))
+        let copy = Self::copy_plan(&layout, cfg, sequencing, filler)?;
+        Ok((layout, total, copy))
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -738,8 +737,8 @@ mod tests {
     use super::*;
 
     fn plan(cfg: &ReadbackConfig, filler: Filler, table: BucketTable) -> Result<CopyPlan> {
-        let (layout, _) = Slots::plan(&[8, 4], cfg, Sequencing::Host, table, filler)?;
-        Slots::copy_plan(&layout, cfg, Sequencing::Host, filler)
+        let (_, _, copy) = Slots::plan(&[8, 4], cfg, Sequencing::Host, table, filler)?;
+        Ok(copy)
     }
 
     #[test]
