@@ -10,7 +10,7 @@
 //! package and its manylinux_2_28 wheel. CMake, pkg-config, a C/C++ and Fortran compiler and
 //! mpicxx come from `.ci/run`; elsewhere a step whose tool is missing says so and skips, except
 //! under `SRB_CI=1`. Without a GPU the GPU tests are reported as ignored; with one, they run.
-use crate::{cmd, dependent, dev_env, host_programs, kernels, packages, python};
+use crate::{cmd, dependent, dev_env, host_programs, install_capi, kernels, packages, python};
 use anyhow::{ensure, Result};
 use std::path::Path;
 use std::process::Command;
@@ -90,14 +90,7 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     // The C API's packages (CMake, pkg-config, plain cc) from an installed, then moved, prefix;
     // the host programs on the C API (the seed's C++ port, the MPI mini-app). One release
     // build of the C library serves both.
-    cmd::run(cargo().args([
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "sized-readback-clib",
-    ]))?;
-    let libdir = cmd::target_dir(root).join("release");
+    let libdir = install_capi::libraries(root, None)?;
     packages::check(root, Some(libdir.clone()))?;
     host_programs::check(root, Some(libdir))?;
     // The Python package: one release build of the extension, through pip and maturin; its
