@@ -2,10 +2,11 @@
 //! number.
 use crate::args::{event_of, handle, sources, stream_of, timeout};
 use crate::boundary::{guard, invalid, Failure};
-use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
+use crate::codes::{SRB_NOT_READY, SRB_OK};
 use crate::handle::{srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{parse_count_kind, srb_devptr, CUevent_st, CUstream_st};
+use crate::wait::answer_with_count;
 use srb::RawCount;
 use std::sync::Mutex;
 
@@ -96,14 +97,7 @@ pub unsafe extern "C" fn srb_next(
             // SAFETY: per the contract.
             unsafe { *seq_out = seq };
         }
-        let n = match &result {
-            Ok(n) => Some(*n as u64),
-            Err(e) => count_of_error(e),
-        };
-        if let (Some(n), false) = (n, count_out.is_null()) {
-            // SAFETY: per the contract.
-            unsafe { *count_out = n };
-        }
-        result.map(|_| SRB_OK).map_err(Failure::from)
+        // SAFETY: per the contract.
+        unsafe { answer_with_count(result, count_out) }
     })
 }

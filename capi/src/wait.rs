@@ -46,14 +46,27 @@ pub unsafe extern "C" fn srb_wait(
         let t = waitable(unsafe { handle(rb)? }, seq)?;
         let result =
             t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
-        let n = match &result {
-            Ok(n) => Some(*n as u64),
-            Err(e) => count_of_error(e),
-        };
-        if let (Some(n), false) = (n, count_out.is_null()) {
-            // SAFETY: per the contract.
-            unsafe { *count_out = n };
-        }
-        result.map(|_| SRB_OK).map_err(Failure::from)
+        // SAFETY: per the contract.
+        unsafe { answer_with_count(result, count_out) }
     })
+}
+
+/// A wait's answer (`srb_wait`, `srb_next`): `SRB_OK` or the error's code, with the count,
+/// or the count the error carries, stored in `*count_out` where it is not null.
+///
+/// # Safety
+/// `count_out` is null or writable.
+pub(crate) unsafe fn answer_with_count(
+    result: srb::Result<usize>,
+    count_out: *mut u64,
+) -> Result<i32, Failure> {
+    let n = match &result {
+        Ok(n) => Some(*n as u64),
+        Err(e) => count_of_error(e),
+    };
+    if let (Some(n), false) = (n, count_out.is_null()) {
+        // SAFETY: per the contract.
+        unsafe { *count_out = n };
+    }
+    result.map(|_| SRB_OK).map_err(Failure::from)
 }
