@@ -13,7 +13,7 @@
 //! append header and the C API read the same bytes: a body holds one copy per column and one
 //! of the trailer, run side by side, with neighbours less than a column alignment apart merged
 //! into one (the top class is one copy of the whole slot).
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
 use crate::layout::{SlotLayout, COLUMN_ALIGN};
 use crate::raw::abi;
@@ -68,7 +68,8 @@ pub(crate) struct SizedCopy {
 impl SizedCopy {
     /// Builds, instantiates and uploads the graph of every one of `num_slots` slots, copying
     /// from `staging` to `host`. `params` gives a slot's pack parameters (the sources and the
-    /// count are set per enqueue; the first graph's are placeholders).
+    /// count are set per enqueue; the first graph's are placeholders). Returns, with or without
+    /// an error, once the uploads it enqueued are done.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         layout: &SlotLayout,
@@ -85,11 +86,9 @@ impl SizedCopy {
             .collect();
         // The uploads go to a stream of their own, synchronized before the readback is handed
         // out (the legacy stream would wait for, and hold up, the context's other work).
-        let upload = ctx
-            .new_stream()
-            .map_err(crate::error::Error::cuda("cuStreamCreate"))?;
+        let upload = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         let mut graphs = Vec::with_capacity(num_slots);
-        for slot in 0..num_slots {
+        let built = (0..num_slots).try_for_each(|slot| -> Result<()> {
             let base = slot * layout.slot_stride();
             let bodies: Vec<Vec<HostCopy>> = classes
                 .iter()
@@ -122,10 +121,14 @@ impl SizedCopy {
                 )?
             };
             graphs.push(graph);
-        }
-        upload
+            Ok(())
+        });
+        // Built or not, the uploads enqueued so far end here: where a graph failed, the ones
+        // before it are destroyed when `graphs` drops on return, and none may be mid-upload.
+        let synced = upload
             .synchronize()
-            .map_err(crate::error::Error::cuda("cuStreamSynchronize"))?;
+            .map_err(Error::cuda("cuStreamSynchronize"));
+        built.and(synced)?;
         Ok(SizedCopy { graphs })
     }
 
