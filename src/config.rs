@@ -29,8 +29,9 @@ pub enum StagedCopy {
     /// the pack and a SWITCH node whose body `k` copies `min(2^k, capacity)` rows of every
     /// column and the trailer, and the pack picks the body. Needs a driver of CUDA 12.8 or
     /// newer (graph conditionals set from a kernel); packs of one bucket only (appends and
-    /// bucket packs copy the whole slot). Asked for where it is unavailable, creation fails
-    /// with [`crate::Error::SizedCopyUnavailable`].
+    /// bucket packs copy the whole slot). Asked for where it is unavailable, or where the
+    /// driver fails to build its kernel image or graphs, creation fails with
+    /// [`crate::Error::SizedCopyUnavailable`] (with the driver's error, if one failed).
     Sized,
 }
 

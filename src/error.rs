@@ -58,13 +58,14 @@ pub enum Error {
         reason: String,
     },
     /// [`crate::StagedCopy::Sized`] was asked for where it cannot be had: a driver older than
-    /// CUDA 12.8 (no graph conditionals set from a kernel), or a readback whose slots the pack
-    /// of one bucket does not fill (appends, bucket packs), or the mapped transport.
+    /// CUDA 12.8 (no graph conditionals set from a kernel), or one that failed to build its
+    /// kernel image or graphs, or a readback whose slots the pack of one bucket does not fill
+    /// (appends, bucket packs), or the mapped transport.
     #[error(
         "the staged transport's sized copy is unavailable: {reason}; use StagedCopy::Auto or Whole"
     )]
     SizedCopyUnavailable {
-        /// Why: the driver's version, or the kind of readback.
+        /// Why: the driver's version or error, or the kind of readback.
         reason: String,
     },
     /// A ticket-based enqueue was given a stream that is capturing a CUDA graph. Its pack would

@@ -108,8 +108,8 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_ERR_UNSUPPORTED_DEVICE = -24
   !> A device buffer holds fewer values than the readback reads (counts, offsets).
   integer(c_int), parameter, public :: SRB_ERR_BUFFER_TOO_SHORT = -25
-  !> SRB_FLAG_STAGED_SIZED where the sized copy is unavailable (a driver older than CUDA 12.8,
-  !> or an append or bucketed readback).
+  !> SRB_FLAG_STAGED_SIZED where the sized copy is unavailable (a driver older than CUDA 12.8
+  !> or one that failed to build its graphs, or an append or bucketed readback).
   integer(c_int), parameter, public :: SRB_ERR_SIZED_COPY_UNAVAILABLE = -26
   !> A Rust panic was caught at the boundary (a bug; please report it).
   integer(c_int), parameter, public :: SRB_ERR_PANIC = -100

@@ -126,7 +126,8 @@
 #define SRB_ERR_BUFFER_TOO_SHORT (-25)
 
 // The staged transport's sized copy (`SRB_FLAG_STAGED_SIZED`) is unavailable: the driver is
-// older than CUDA 12.8, or the readback is an append or bucketed one (the message says which).
+// older than CUDA 12.8 or failed to build its graphs, or the readback is an append or bucketed
+// one (the message says which, with the driver's error if one failed).
 // Create it without the flag to get the whole-slot copy there.
 #define SRB_ERR_SIZED_COPY_UNAVAILABLE (-26)
 

@@ -80,7 +80,8 @@ pub const SRB_ERR_UNSUPPORTED_DEVICE: i32 = -24;
 /// fewer counts or offsets than buckets).
 pub const SRB_ERR_BUFFER_TOO_SHORT: i32 = -25;
 /// The staged transport's sized copy (`SRB_FLAG_STAGED_SIZED`) is unavailable: the driver is
-/// older than CUDA 12.8, or the readback is an append or bucketed one (the message says which).
+/// older than CUDA 12.8 or failed to build its graphs, or the readback is an append or bucketed
+/// one (the message says which, with the driver's error if one failed).
 /// Create it without the flag to get the whole-slot copy there.
 pub const SRB_ERR_SIZED_COPY_UNAVAILABLE: i32 = -26;
 /// A Rust panic was caught at the boundary (a bug; please report it).

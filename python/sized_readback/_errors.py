@@ -207,5 +207,6 @@ class CorruptTrailerError(ReadbackError, RuntimeError):
 
 class SizedCopyUnavailableError(ReadbackError, RuntimeError):
     """``staged_copy="sized"`` where the sized copy cannot be had: a driver older than CUDA
-    12.8, an append or bucketed readback, or the mapped transport (the message says which).
+    12.8 or one that failed to build its graphs, an append or bucketed readback, or the mapped
+    transport (the message says which, with the driver's error if one failed).
     ``staged_copy="auto"`` takes the whole-slot copy there."""

@@ -150,6 +150,18 @@ impl SizedCopy {
     }
 }
 
+/// `e`, from [`SizedCopy::new`], as the error a readback that cannot have the sized copy
+/// gets: a driver call that failed (the kernel image, a graph, its upload) makes the sized copy
+/// unavailable, with the driver's error in the reason; any other error passes unchanged.
+pub(crate) fn unavailable(e: Error) -> Error {
+    match e {
+        Error::Cuda { .. } => Error::SizedCopyUnavailable {
+            reason: format!("the driver could not build it ({e})"),
+        },
+        e => e,
+    }
+}
+
 /// Whether this driver can run the sized copy: `cuDriverGetVersion` at least CUDA 12.8.
 /// Returns the version, and whether it suffices.
 pub(crate) fn driver_supports() -> Result<(i32, bool)> {
@@ -161,6 +173,27 @@ pub(crate) fn driver_supports() -> Result<(i32, bool)> {
 mod tests {
     use super::*;
     use crate::layout::BucketTable;
+
+    #[test]
+    fn a_driver_failure_makes_the_sized_copy_unavailable() {
+        use cudarc::driver::{sys::CUresult, DriverError};
+        let e = unavailable(Error::Cuda {
+            call: "cuGraphInstantiateWithFlags",
+            source: DriverError(CUresult::CUDA_ERROR_NOT_SUPPORTED),
+        });
+        let Error::SizedCopyUnavailable { reason } = &e else {
+            panic!("{e:?}")
+        };
+        // The driver's name for the error where libcuda loads, its number elsewhere.
+        assert!(
+            reason
+                .starts_with("the driver could not build it (cuGraphInstantiateWithFlags failed: ")
+                && (reason.contains("CUDA_ERROR_NOT_SUPPORTED") || reason.contains("801")),
+            "{reason}"
+        );
+        let other = unavailable(Error::config("too many size classes"));
+        assert!(matches!(other, Error::InvalidConfig { .. }), "{other:?}");
+    }
 
     #[test]
     fn classes_reach_the_capacity() {

@@ -222,13 +222,12 @@ impl Slots {
                     )
                 },
             );
-            match sized {
+            match sized.map_err(sized_copy::unavailable) {
                 Ok(sized) => slots.sized = Some(sized),
                 // Auto promises a working readback: where the driver refuses the switch image
-                // or the graph, it takes the whole-slot copy, and `info()` says so.
-                Err(Error::Cuda { .. } | Error::SizedCopyUnavailable { .. })
-                    if cfg.staged_copy == StagedCopy::Auto =>
-                {
+                // or the graph, it takes the whole-slot copy, and `info()` says so. An explicit
+                // Sized gets the refusal, with the driver's error.
+                Err(Error::SizedCopyUnavailable { .. }) if cfg.staged_copy == StagedCopy::Auto => {
                     slots.staged_copy = Some(StagedCopy::Whole)
                 }
                 Err(e) => return Err(e),
