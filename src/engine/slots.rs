@@ -13,6 +13,7 @@ use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
 use crate::raw::module::{Kernel, Module};
+use crate::raw::switch_graph;
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{self, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -59,6 +60,43 @@ pub(crate) enum CopyPlan {
     Sized {
         required: bool,
     },
+}
+
+impl CopyPlan {
+    /// The staged copy in use (`None`: mapped) on a driver whose version `driver_version` gives
+    /// (`cuDriverGetVersion`), asked only where the sized copy is planned: the sized copy where
+    /// the driver has it, else the whole slot or, where it was required, an error.
+    fn resolve(self, driver_version: impl FnOnce() -> Result<i32>) -> Result<Option<StagedCopy>> {
+        Ok(match self {
+            CopyPlan::None => None,
+            CopyPlan::Whole => Some(StagedCopy::Whole),
+            CopyPlan::Sized { required } => {
+                let version = driver_version()?;
+                if sized_copy::driver_supports(version) {
+                    Some(StagedCopy::Sized)
+                } else if !required {
+                    Some(StagedCopy::Whole)
+                } else {
+                    return Err(Error::SizedCopyUnavailable {
+                        reason: format!(
+                            "the driver supports CUDA {}.{} and graph conditionals set from a \
+                             kernel need CUDA 12.8 (cuDriverGetVersion {version} < 12080)",
+                            version / 1000,
+                            version % 1000 / 10
+                        ),
+                    });
+                }
+            }
+        })
+    }
+}
+
+/// Whether a readback's host slots are device-mapped: the mapped transport's kernels write
+/// them, and the sized copy's graphs copy into them (a conditional body's copies may only reach
+/// device-mapped host memory: on devices with unified addressing all pinned memory is, the
+/// flag says so everywhere); the whole-slot copy needs only pinned memory.
+fn host_mapped(transport: Transport, staged_copy: Option<StagedCopy>) -> bool {
+    transport == Transport::Mapped || staged_copy == Some(StagedCopy::Sized)
 }
 
 /// Who picks each readback's slot.
@@ -112,6 +150,8 @@ impl Slots {
         let mapped = cfg.transport == Transport::Mapped;
         driver::ensure_driver()?;
         driver::bind(ctx)?;
+        // Before any allocation: whether the host slots are device-mapped follows the copy.
+        let staged_copy = copy.resolve(switch_graph::driver_version)?;
         let module = Module::library(ctx)?;
         let pack = module.function(c"srb_pack")?;
         let pack_buckets = module.function(c"srb_pack_buckets")?;
@@ -153,9 +193,7 @@ impl Slots {
             block: abi::SRB_PACK_THREADS,
             programmatic,
         };
-        // A conditional body's copies may only reach device-mapped host memory (on devices
-        // with unified addressing all pinned memory is; the flag says so everywhere).
-        let host = PinnedBuffer::new(ctx, total, mapped || matches!(copy, CopyPlan::Sized { .. }))?;
+        let host = PinnedBuffer::new(ctx, total, host_mapped(cfg.transport, staged_copy))?;
         let staging = if mapped {
             None
         } else {
@@ -163,24 +201,6 @@ impl Slots {
         };
         let sync =
             DeviceBuffer::new_zeroed(ctx, cfg.slots * std::mem::size_of::<abi::srb_slot_sync>())?;
-        let staged_copy = match copy {
-            CopyPlan::None => None,
-            CopyPlan::Whole => Some(StagedCopy::Whole),
-            CopyPlan::Sized { required } => match sized_copy::driver_supports()? {
-                (_, true) => Some(StagedCopy::Sized),
-                (_, false) if !required => Some(StagedCopy::Whole),
-                (version, false) => {
-                    return Err(Error::SizedCopyUnavailable {
-                        reason: format!(
-                            "the driver supports CUDA {}.{} and graph conditionals set from a \
-                             kernel need CUDA 12.8 (cuDriverGetVersion {version} < 12080)",
-                            version / 1000,
-                            version % 1000 / 10
-                        ),
-                    })
-                }
-            },
-        };
         let wait = match cfg.wait {
             WaitMode::Auto if mapped => WaitMode::Trailer,
             WaitMode::Auto => WaitMode::Event,
@@ -777,5 +797,40 @@ mod tests {
                 .contains("the mapped transport copies nothing"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_driver_decides_the_copy_before_the_host_slots_are_mapped() {
+        let cuda_12_6 = || -> Result<i32> { Ok(12060) };
+        let cuda_12_8 = || -> Result<i32> { Ok(12080) };
+        let staged = |copy: Option<StagedCopy>| host_mapped(Transport::Staged, copy);
+        // Auto on an older driver: the whole slot, in pinned host memory that is not mapped.
+        let auto = CopyPlan::Sized { required: false };
+        let copy = auto.resolve(cuda_12_6).unwrap();
+        assert_eq!(copy, Some(StagedCopy::Whole));
+        assert!(!staged(copy));
+        let copy = auto.resolve(cuda_12_8).unwrap();
+        assert_eq!(copy, Some(StagedCopy::Sized));
+        assert!(staged(copy));
+        // An explicit Sized on an older driver says which CUDA it has.
+        let sized = CopyPlan::Sized { required: true };
+        match sized.resolve(cuda_12_6) {
+            Err(Error::SizedCopyUnavailable { reason }) => {
+                assert!(
+                    reason.contains("CUDA 12.6") && reason.contains("12060"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without a sized copy planned the driver is not asked.
+        let unasked = || -> Result<i32> { panic!("the driver was asked") };
+        assert_eq!(
+            CopyPlan::Whole.resolve(unasked).unwrap(),
+            Some(StagedCopy::Whole)
+        );
+        assert!(!staged(Some(StagedCopy::Whole)));
+        assert_eq!(CopyPlan::None.resolve(unasked).unwrap(), None);
+        assert!(host_mapped(Transport::Mapped, None));
     }
 }
