@@ -19,7 +19,8 @@ pub enum Transport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum StagedCopy {
     /// [`StagedCopy::Sized`] where the driver and the readback allow it (and the driver
-    /// accepts its kernel image and graph), else [`StagedCopy::Whole`]. The default.
+    /// accepts its kernel image and graph) and programmatic launch is not asked for, else
+    /// [`StagedCopy::Whole`]. The default.
     #[default]
     Auto,
     /// One fixed-size copy of the whole slot (capacity rows of every column, and the trailer)
@@ -29,9 +30,11 @@ pub enum StagedCopy {
     /// the pack and a SWITCH node whose body `k` copies `min(2^k, capacity)` rows of every
     /// column and the trailer, and the pack picks the body. Needs a driver of CUDA 12.8 or
     /// newer (graph conditionals set from a kernel); packs of one bucket only (appends and
-    /// bucket packs copy the whole slot). Asked for where it is unavailable, or where the
-    /// driver fails to build its kernel image or graphs, creation fails with
-    /// [`crate::Error::SizedCopyUnavailable`] (with the driver's error, if one failed).
+    /// bucket packs copy the whole slot). The pack runs in the graph, never with programmatic
+    /// dependent launch, so not where that launch is forced on (`programmatic_launch(true)`).
+    /// Asked for where it is unavailable, or where the driver fails to build its kernel image
+    /// or graphs, creation fails with [`crate::Error::SizedCopyUnavailable`] (with the
+    /// driver's error, if one failed).
     Sized,
 }
 
@@ -70,6 +73,13 @@ pub struct ReadbackConfig {
     /// `SIZED_READBACK_PDL` is `0` (an escape hatch for tools such as compute-sanitizer's
     /// racecheck, which lost track of such launches on the H200). `Some(true)` on a pack
     /// kernel without the wait, or for a graph readback, is an [`crate::Error::InvalidConfig`].
+    ///
+    /// The staged transport's sized copy ([`StagedCopy::Sized`]) runs its pack in a CUDA graph,
+    /// which starts only after the stream's earlier work: that pack is never launched
+    /// programmatically. With `Some(true)`, [`StagedCopy::Auto`] therefore takes the whole-slot
+    /// copy, whose pack is, and an explicit [`StagedCopy::Sized`] is a
+    /// [`crate::Error::SizedCopyUnavailable`]; with `None` the sized copy is kept and its pack
+    /// runs without. [`crate::ReadbackInfo::launch_shape`] says how the pack is launched.
     pub programmatic_launch: Option<bool>,
     /// Most blocks of one pack launch. `None`: 4 per multiprocessor.
     pub max_blocks: Option<u32>,
@@ -117,7 +127,8 @@ impl ReadbackConfig {
         self.wait = wait;
         self
     }
-    /// Forces programmatic dependent launch on or off.
+    /// Forces programmatic dependent launch on or off (on: the staged transport copies the
+    /// whole slot, see the field).
     pub fn programmatic_launch(mut self, on: bool) -> Self {
         self.programmatic_launch = Some(on);
         self

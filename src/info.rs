@@ -42,7 +42,8 @@ pub struct ReadbackInfo {
     pub wait_mode: WaitMode,
     /// Where each column, the bucket table and the trailer sit in a slot.
     pub layout: SlotLayout,
-    /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch).
+    /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch), as
+    /// it is launched: the sized copy's pack, in a CUDA graph, never programmatically.
     pub launch_shape: LaunchShape,
     /// The context the readback belongs to.
     pub context: Arc<CudaContext>,

@@ -223,15 +223,16 @@ impl Slots {
             config: cfg.clone(),
         };
         if let (Some(StagedCopy::Sized), Some(staging)) = (staged_copy, &slots.staging) {
+            // A graph's kernel node follows the stream's earlier work as a whole.
+            let graph_shape = LaunchShape {
+                programmatic: false,
+                ..shape
+            };
             let sized = SizedCopy::new(
                 ctx,
                 &slots.layout,
                 slots.num_slots,
-                // A graph's kernel node follows the stream's earlier work as a whole.
-                LaunchShape {
-                    programmatic: false,
-                    ..shape
-                },
+                graph_shape,
                 &slots.host,
                 staging,
                 |slot| {
@@ -243,7 +244,11 @@ impl Slots {
                 },
             );
             match sized.map_err(sized_copy::unavailable) {
-                Ok(sized) => slots.sized = Some(sized),
+                // Every pack of the readback runs in the graphs: `info()` reports their shape.
+                Ok(sized) => {
+                    slots.sized = Some(sized);
+                    slots.shape = graph_shape;
+                }
                 // Auto promises a working readback: where the driver refuses the switch image
                 // or the graph, it takes the whole-slot copy, and `info()` says so. An explicit
                 // Sized gets the refusal, with the driver's error.
@@ -293,6 +298,13 @@ impl Slots {
             _ if layout.buckets() > 1 || layout.has_bucket_table() => {
                 unavailable("bucketed readbacks copy the whole slot")
             }
+            // The sized copy's pack runs in a graph, which starts after the stream's earlier
+            // work as a whole and so cannot overlap the producer: where programmatic launch is
+            // asked for, the whole-slot copy (whose pack is launched on its own) serves it.
+            _ if cfg.programmatic_launch == Some(true) => unavailable(
+                "it cannot launch the pack programmatically, as asked (the pack runs in a CUDA \
+                 graph, which starts only after the stream's earlier work)",
+            ),
             StagedCopy::Auto => Ok(CopyPlan::Sized { required: false }),
             StagedCopy::Sized => Ok(CopyPlan::Sized { required: true }),
         }
@@ -788,6 +800,24 @@ mod tests {
             let e = plan(&cfg, filler, one).unwrap_err();
             assert!(matches!(e, Error::SizedCopyUnavailable { .. }), "{e:?}");
         }
+        // Programmatic launch asked for: Auto takes the whole slot, which honours it; an
+        // explicit Sized is refused. Asked off, or left to the device, it does not matter.
+        let pdl = staged.clone().programmatic_launch(true);
+        assert_eq!(plan(&pdl, pack, one).unwrap(), CopyPlan::Whole);
+        match plan(&sized.clone().programmatic_launch(true), pack, one) {
+            Err(Error::SizedCopyUnavailable { reason }) => {
+                assert!(reason.contains("programmatically"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            plan(&staged.clone().programmatic_launch(false), pack, one).unwrap(),
+            CopyPlan::Sized { required: false }
+        );
+        assert_eq!(
+            plan(&sized.clone().programmatic_launch(false), pack, one).unwrap(),
+            CopyPlan::Sized { required: true }
+        );
         // Mapped copies nothing; an explicit Sized there is an error that says so.
         let mapped = ReadbackConfig::new(1000);
         assert_eq!(plan(&mapped, pack, one).unwrap(), CopyPlan::None);

@@ -3,7 +3,8 @@
 //! Every size class boundary for one to three columns of mixed element sizes, counts past the
 //! capacity and negative ones; that rows past the count's class are not copied (the host slot
 //! is poisoned first); forced `Whole` and `Auto` read alike; many enqueues across slots with
-//! the sources kept and changed; which copy each kind of readback reports.
+//! the sources kept and changed; which copy each kind of readback reports, and the sized
+//! copy's launch (never programmatic).
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use sized_readback::cudarc::driver::sys;
@@ -230,6 +231,38 @@ fn each_readback_reports_its_copy() -> Result<()> {
             },
             Ok(c) => bail!("Sized granted on an old driver: {c:?}"),
         }
+    }
+    // The sized copy's pack runs in a graph, never programmatically, and its launch shape says
+    // so. Programmatic launch forced on takes the whole-slot copy under Auto (on a GPU that has
+    // it), and is refused with an explicit Sized on every driver.
+    if driver_has_conditionals() {
+        let info = ColumnReadback::new(&ctx, &one, staged.clone())?.info();
+        ensure!(info.staged_copy == Some(StagedCopy::Sized));
+        ensure!(!info.launch_shape.programmatic, "{:?}", info.launch_shape);
+    }
+    match ColumnReadback::new(&ctx, &one, staged.clone().programmatic_launch(true)) {
+        Ok(rb) => {
+            let info = rb.info();
+            ensure!(
+                info.staged_copy == Some(StagedCopy::Whole) && info.launch_shape.programmatic,
+                "{:?} {:?}",
+                info.staged_copy,
+                info.launch_shape
+            );
+        }
+        Err(Error::InvalidConfig { reason }) if reason.contains("compute capability 9.0") => {}
+        Err(e) => bail!("Auto with programmatic launch: {e}"),
+    }
+    let forced = staged.clone().programmatic_launch(true);
+    match ColumnReadback::new(&ctx, &one, forced.staged_copy(StagedCopy::Sized)) {
+        Err(Error::SizedCopyUnavailable { reason }) => {
+            ensure!(reason.contains("programmatically"), "{reason}")
+        }
+        Err(e) => bail!("Sized with programmatic launch: {e}"),
+        Ok(rb) => bail!(
+            "Sized with programmatic launch: {:?}",
+            rb.info().staged_copy
+        ),
     }
     // Appends and buckets copy the whole slot, and say so; an explicit Sized is refused.
     let app = AppendReadback::new(&ctx, &one, staged.clone())?;
