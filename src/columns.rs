@@ -93,8 +93,8 @@ impl ColumnReadback {
         schema.validate()?;
         if config.buckets != 1 {
             return Err(Error::config(format!(
-                "buckets({}) on a readback of one bucket: bucketed readbacks are \
-                 BucketReadback (a bucket pack) and AppendReadback (append kernels)",
+                "{} buckets on a readback of one bucket: only bucket-pack readbacks and append \
+                 readbacks have buckets",
                 config.buckets
             )));
         }

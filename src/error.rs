@@ -62,7 +62,8 @@ pub enum Error {
     /// kernel image or graphs, or a readback whose slots the pack of one bucket does not fill
     /// (appends, bucket packs), or the mapped transport.
     #[error(
-        "the staged transport's sized copy is unavailable: {reason}; use StagedCopy::Auto or Whole"
+        "the staged transport's sized copy is unavailable: {reason}; ask for the automatic or the \
+         whole-slot copy instead"
     )]
     SizedCopyUnavailable {
         /// Why: the driver's version or error, or the kind of readback.
@@ -73,7 +74,7 @@ pub enum Error {
     /// [`crate::GraphReadback`] instead.
     #[error(
         "the stream is capturing a CUDA graph: a ticket-based readback cannot be replayed \
-         (record a GraphReadback instead)"
+         (record a graph readback instead)"
     )]
     StreamCapturing,
     /// A graph readback was asked for a replay before anything was recorded into it.
@@ -308,6 +309,19 @@ impl Error {
 mod tests {
     use super::*;
     use cudarc::driver::sys::CUresult;
+
+    #[test]
+    fn messages_name_settings_in_words_every_binding_shares() {
+        let sized = Error::SizedCopyUnavailable {
+            reason: "a reason".into(),
+        };
+        for e in [sized, Error::StreamCapturing] {
+            let text = e.to_string();
+            for item in ["::", "Readback", "StagedCopy"] {
+                assert!(!text.contains(item), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn driver_errors_read_as_the_driver_names_them() {

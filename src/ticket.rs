@@ -153,7 +153,7 @@ impl<'a> ColumnReadout<'a> {
         match self.view.buckets() {
             1 => Ok(()),
             k => Err(Error::schema(format!(
-                "the readback has {k} buckets: read each with bucket_column"
+                "the readback has {k} buckets: read each bucket's rows on their own"
             ))),
         }
     }

@@ -282,7 +282,7 @@ impl Slots {
         if cfg.transport == Transport::Mapped {
             return if cfg.staged_copy == StagedCopy::Sized {
                 Err(Error::SizedCopyUnavailable {
-                    reason: "the mapped transport copies nothing (ask for Transport::Staged)"
+                    reason: "the mapped transport copies nothing (ask for the staged transport)"
                         .into(),
                 })
             } else {
@@ -334,14 +334,14 @@ impl Slots {
         if let Some(rows @ 1..) = cfg.spill {
             if !device_sequenced && filler == Filler::Pack {
                 return Err(Error::config(format!(
-                    "spill({rows}) on a pack readback: only append readbacks (AppendReadback, \
-                     GraphReadback) have a spill region; a pack counts the rows past the capacity"
+                    "a spill of {rows} rows on a pack readback: only append readbacks and graph \
+                     readbacks have a spill region; a pack counts the rows past the capacity"
                 )));
             }
         }
         if cfg.max_blocks == Some(0) {
             return Err(Error::config(
-                "max_blocks(0): a pack launch needs at least one block",
+                "a maximum of 0 blocks per pack launch: a pack launch needs at least one block",
             ));
         }
         if cfg.slots > u32::MAX as usize {
@@ -354,7 +354,7 @@ impl Slots {
         let mapped = cfg.transport == Transport::Mapped;
         if !mapped && cfg.wait == WaitMode::Trailer {
             return Err(Error::config(
-                "WaitMode::Trailer needs the mapped transport: a staged slot arrives by DMA in no \
+                "trailer waiting needs the mapped transport: a staged slot arrives by DMA in no \
                  guaranteed byte order, so only its event says it is complete",
             ));
         }
