@@ -1,13 +1,13 @@
 //! Load: the short soak, several host threads on one context (each with its own readbacks, or
 //! sharing one), library errors on one stream while others work, and two GPUs at once.
 use super::{busy, ctx, env_u64, expect_err, soak_check, timing_asserts};
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, DevicePtr};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use test_support::{soak, Test};
 
 pub const TESTS: &[Test] = test_support::tests![
@@ -155,10 +155,25 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
                     matches!(e, Error::ForeignContext { .. })
                 })?;
                 if i % 50 == 0 {
+                    let launched = Instant::now();
                     busy(&module, &stream, bc, 0, 100_000_000)?;
                     let t = rb.enqueue(&stream, &data, &ok)?;
                     let r = t.wait_timeout(Duration::from_micros(200));
                     if timing_asserts() {
+                        if r.is_ok() {
+                            // Which side was early: the readback (it ran before the producer
+                            // finished) or the producer (it ended before its 100 ms).
+                            let seen = launched.elapsed();
+                            let sync = Instant::now();
+                            stream.synchronize()?;
+                            bail!(
+                                "iteration {i}: wait_timeout(200 µs) returned the rows {seen:?} \
+                                 after a 100 ms producer was launched; the stream finished \
+                                 {:?} later; {:?}",
+                                sync.elapsed(),
+                                rb.info()
+                            );
+                        }
                         expect_err(r, "timeout", |e| matches!(e, Error::Timeout { .. }))?;
                     }
                     ensure!(t.wait()?.as_slice() == [2.5; 8], "after a timeout");
