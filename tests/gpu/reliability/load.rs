@@ -2,7 +2,7 @@
 //! sharing one), library errors on one stream while others work, and two GPUs at once.
 use super::{busy, ctx, env_u64, expect_err, soak_check, timing_asserts};
 use anyhow::{bail, ensure, Result};
-use cudarc::driver::{CudaContext, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::testing::Kernels as Module;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +119,61 @@ fn shared_readback_across_threads() -> Result<()> {
 
 /// Library errors on one stream leave other streams' readbacks (and the erring readback
 /// itself) working: only CUDA's sticky context errors spread (see the fault scenarios).
+/// The producer's length: the wait that follows must time out long before it ends.
+const PRODUCER: Duration = Duration::from_millis(100);
+
+/// A readback behind a 100 ms producer: `wait_timeout(200 µs)` times out, then `wait` gets the
+/// rows. The soak thread beside this one creates and drops readbacks; their allocations and frees
+/// synchronize with the device and can hold this thread's driver calls until the producer has
+/// finished (seen on the H200: the rows 100.27 ms after the launch, the stream idle 9.6 µs
+/// later), and then the rows are rightly there when the wait begins. Such an
+/// attempt checks nothing and is repeated; rows that come back while the producer may still be
+/// running fail the test.
+fn timeout_behind_producer(
+    module: &Module,
+    stream: &Arc<CudaStream>,
+    busy_count: u64,
+    rb: &Readback<f64>,
+    data: &CudaSlice<f64>,
+    ok: &CudaSlice<i32>,
+    iteration: usize,
+) -> Result<()> {
+    const ATTEMPTS: usize = 5;
+    let mut stalls = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let launched = Instant::now();
+        busy(module, stream, busy_count, 0, PRODUCER.as_nanos() as u64)?;
+        let t = rb.enqueue(stream, data, ok)?;
+        let waiting = launched.elapsed();
+        let r = t.wait_timeout(Duration::from_micros(200));
+        let seen = launched.elapsed();
+        let stalled = waiting >= PRODUCER;
+        if timing_asserts() && r.is_ok() && !stalled {
+            let sync = Instant::now();
+            stream.synchronize()?;
+            bail!(
+                "iteration {iteration}: wait_timeout(200 µs), begun {waiting:?} after a \
+                 {PRODUCER:?} producer was launched, returned the rows {seen:?} after it; the \
+                 stream finished {:?} later; {:?}",
+                sync.elapsed(),
+                rb.info()
+            );
+        }
+        if timing_asserts() && !stalled {
+            expect_err(r, "timeout", |e| matches!(e, Error::Timeout { .. }))?;
+        }
+        ensure!(t.wait()?.as_slice() == [2.5; 8], "after a timeout");
+        if !stalled || !timing_asserts() {
+            return Ok(());
+        }
+        stalls.push(waiting);
+    }
+    bail!(
+        "iteration {iteration}: in {ATTEMPTS} attempts the enqueue returned only after the \
+         {PRODUCER:?} producer could have finished ({stalls:?}), so the timeout was never checked"
+    )
+}
+
 fn library_errors_do_not_poison_other_streams() -> Result<()> {
     let ctx = ctx();
     let module = Module::load(&ctx)?;
@@ -155,28 +210,7 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
                     matches!(e, Error::ForeignContext { .. })
                 })?;
                 if i % 50 == 0 {
-                    let launched = Instant::now();
-                    busy(&module, &stream, bc, 0, 100_000_000)?;
-                    let t = rb.enqueue(&stream, &data, &ok)?;
-                    let r = t.wait_timeout(Duration::from_micros(200));
-                    if timing_asserts() {
-                        if r.is_ok() {
-                            // Which side was early: the readback (it ran before the producer
-                            // finished) or the producer (it ended before its 100 ms).
-                            let seen = launched.elapsed();
-                            let sync = Instant::now();
-                            stream.synchronize()?;
-                            bail!(
-                                "iteration {i}: wait_timeout(200 µs) returned the rows {seen:?} \
-                                 after a 100 ms producer was launched; the stream finished \
-                                 {:?} later; {:?}",
-                                sync.elapsed(),
-                                rb.info()
-                            );
-                        }
-                        expect_err(r, "timeout", |e| matches!(e, Error::Timeout { .. }))?;
-                    }
-                    ensure!(t.wait()?.as_slice() == [2.5; 8], "after a timeout");
+                    timeout_behind_producer(&module, &stream, bc, &rb, &data, &ok, i)?;
                     errors += 1;
                 }
                 // The erring readback itself still works.
