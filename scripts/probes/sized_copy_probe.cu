@@ -9,8 +9,12 @@
 //   g_2         the same graph, no parameter update
 //   g_1         one copy per body (trailer first, then rows: one contiguous range), no update
 //   g_set1      one copy per body, with the update
-
 //   pack_g1     the pack as a stream launch, then a graph [set class] -> SWITCH{one copy}
+//   prefix_hostP   the pack, then one copy of the trailer and the first P rows, event; the host
+//               copies the rest itself when the count is past P
+//   prefix_graph4096  the pack, a copy of the first 4096 rows, then the graph copies the rest
+// results/2026-12-02/probe-sized-copy-538ce8a/run-1.txt also holds g_1_small, a variant of an
+// earlier version of this file that is not here; its numbers are not used.
 // Build and run on the GPU host: nvcc -O2 -std=c++17 -arch=sm_90 sized_copy_probe.cu -o probe && ./probe
 #include <cuda.h>
 #include <cuda_runtime.h>
