@@ -52,6 +52,7 @@ use crate::config::ReadbackConfig;
 use crate::element::Element;
 use crate::engine::device::{DeviceEngine, Take};
 use crate::engine::view::SlotView;
+use crate::engine::Deadline;
 use crate::error::{Error, Result};
 use crate::info::ReadbackInfo;
 use crate::layout::SlotLayout;
@@ -61,7 +62,7 @@ use crate::ticket::{ColumnReadout, ColumnTicket};
 use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A readback that can be recorded into a CUDA graph and replayed; see
 /// [`GraphReadback::next`] for how replays are consumed. `Send` and `Sync`.
@@ -339,14 +340,14 @@ impl GraphReadback {
     /// when another thread is taking a replay all that time); a timeout consumes nothing. A
     /// timeout too large to add to the current time (e.g. `Duration::MAX`) means no limit.
     pub fn next_timeout(&self, timeout: Duration) -> Result<Replay<'_>> {
-        self.next_until(Instant::now().checked_add(timeout))
+        self.next_until(Deadline::after(timeout))
     }
 
     /// The next replay's readback if it is there, `None` if not yet or if another thread is
     /// taking a replay right now. Never blocks.
     pub fn try_next(&self) -> Result<Option<Replay<'_>>> {
         self.release_overflowed();
-        match self.engine.take(Some(Instant::now()))? {
+        match self.engine.take(Deadline::after(Duration::ZERO))? {
             Take::Busy | Take::Seq(_, Err(Error::Timeout { .. })) => Ok(None),
             Take::Seq(seq, result) => self.outcome(seq, result).map(Some),
         }
@@ -363,7 +364,7 @@ impl GraphReadback {
     /// first, as by `next`.
     pub fn take(self: &Arc<Self>, timeout: Option<Duration>) -> Result<Option<Taken>> {
         self.release_overflowed();
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = timeout.and_then(Deadline::after);
         let (seq, result) = match self.engine.take(deadline)? {
             Take::Busy => return Ok(None),
             Take::Seq(seq, result) => (seq, result),
@@ -410,13 +411,16 @@ impl GraphReadback {
         }
     }
 
-    fn next_until(&self, deadline: Option<Instant>) -> Result<Replay<'_>> {
+    fn next_until(&self, deadline: Option<Deadline>) -> Result<Replay<'_>> {
         self.release_overflowed();
-        let start = Instant::now();
         match self.engine.take(deadline)? {
-            Take::Busy => Err(Error::Timeout {
-                waited: start.elapsed(),
-            }),
+            // Only a wait with a deadline finds the consumer lock busy.
+            Take::Busy => Err(deadline.map_or(
+                Error::Timeout {
+                    waited: Duration::ZERO,
+                },
+                |d| d.timeout(),
+            )),
             Take::Seq(seq, result) => self.outcome(seq, result),
         }
     }

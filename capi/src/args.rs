@@ -4,7 +4,7 @@ use crate::handle::srb_readback;
 use crate::types::{srb_devptr, CUevent_st, CUstream_st};
 use srb::cudarc::driver::sys;
 use srb::{ColumnSource, MAX_COLUMNS};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// # Safety
 /// `rb` is null or a live handle from `srb_create`.
@@ -13,12 +13,8 @@ pub(crate) unsafe fn handle<'a>(rb: *const srb_readback) -> Result<&'a srb_readb
     unsafe { rb.as_ref() }.ok_or_else(|| invalid("the readback handle is null"))
 }
 
-/// `timeout_ns` from now; `None` (no limit) when negative or past what `Instant` can hold.
-pub(crate) fn deadline(timeout_ns: i64) -> Option<Instant> {
-    timeout(timeout_ns).and_then(|t| Instant::now().checked_add(t))
-}
-
-/// `timeout_ns` as a duration; `None` (no limit) when negative.
+/// `timeout_ns` as a duration; `None` (no limit) when negative. A timeout past what the clock
+/// can hold is no limit either (the library's waits treat it so).
 pub(crate) fn timeout(timeout_ns: i64) -> Option<Duration> {
     u64::try_from(timeout_ns).ok().map(Duration::from_nanos)
 }

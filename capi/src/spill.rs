@@ -1,6 +1,6 @@
 //! An overflowed append's spilled rows: `srb_fetch_spill` brings them back,
 //! `srb_spill_data` and `srb_spill_bucket_data` read them.
-use crate::args::{deadline, handle, stream_of};
+use crate::args::{handle, stream_of, timeout};
 use crate::boundary::{guard, guard_ptr, invalid, lock, Failure};
 use crate::codes::SRB_OK;
 use crate::handle::{srb_readback, Inner};
@@ -9,7 +9,6 @@ use crate::types::CUstream_st;
 use srb::ColumnTicket;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 /// that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`
@@ -77,11 +76,9 @@ pub unsafe extern "C" fn srb_fetch_spill(
 
 /// Waits for a fetched spill (at most `timeout_ns`; < 0: no limit) and gives its row count.
 fn wait_spill(t: &ColumnTicket, timeout_ns: i64) -> Result<usize, Failure> {
-    Ok(match deadline(timeout_ns) {
+    Ok(match timeout(timeout_ns) {
         None => t.wait()?.count(),
-        Some(d) => t
-            .wait_timeout(d.saturating_duration_since(Instant::now()))?
-            .count(),
+        Some(d) => t.wait_timeout(d)?.count(),
     })
 }
 

@@ -1,10 +1,9 @@
 //! Host-sequenced mode: `srb_poll` and `srb_wait` on a readback's number.
-use crate::args::{deadline, handle};
+use crate::args::{handle, timeout};
 use crate::boundary::{guard, Failure};
 use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
 use crate::handle::srb_readback;
 use crate::held::waitable;
-use std::time::Instant;
 
 /// Host-sequenced mode: `SRB_OK` if readback `seq` is complete (its count is good),
 /// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks.
@@ -44,8 +43,7 @@ pub unsafe extern "C" fn srb_wait(
     guard(|| {
         // SAFETY: per the contract.
         let t = waitable(unsafe { handle(rb)? }, seq)?;
-        let result =
-            t.wait(deadline(timeout_ns).map(|d| d.saturating_duration_since(Instant::now())));
+        let result = t.wait(timeout(timeout_ns));
         // SAFETY: per the contract.
         unsafe { answer_with_count(result, count_out) }
     })

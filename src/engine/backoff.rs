@@ -20,6 +20,30 @@ pub(crate) enum Pause {
     YieldThenSleep { yields: u32, sleep: Duration },
 }
 
+/// When a wait gives up: the instant its caller began waiting and the instant it ends, so that
+/// [`Error::Timeout`] reports the whole wait (the caller's lock and setup included), never less
+/// than the timeout asked for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    began: Instant,
+    at: Instant,
+}
+
+impl Deadline {
+    /// `timeout` from now; `None` (no limit) where it does not fit the clock.
+    pub(crate) fn after(timeout: Duration) -> Option<Self> {
+        let began = Instant::now();
+        began.checked_add(timeout).map(|at| Self { began, at })
+    }
+
+    /// The timeout error: the time since the caller began waiting.
+    pub(crate) fn timeout(&self) -> Error {
+        Error::Timeout {
+            waited: self.began.elapsed(),
+        }
+    }
+}
+
 /// How one wait polls.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backoff {
@@ -33,15 +57,15 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// Runs rounds until `cheap` or `costly` returns a value or an error, or until a round
-    /// ends at or after `deadline` ([`Error::Timeout`], with the time since this call).
+    /// ends at or after `deadline` ([`Error::Timeout`], with the time since the deadline's
+    /// wait began).
     pub(crate) fn run<T>(
         &self,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
         mut cheap: impl FnMut() -> Result<Option<T>>,
         mut costly: impl FnMut() -> Result<Option<T>>,
     ) -> Result<T> {
-        let start = Instant::now();
-        let mut next_check = Some(start);
+        let mut next_check = Some(Instant::now());
         let mut rounds = 0u32;
         loop {
             for _ in 0..self.spins {
@@ -57,10 +81,8 @@ impl Backoff {
                 }
                 next_check = now.checked_add(self.period);
             }
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    waited: start.elapsed(),
-                });
+            if let Some(d) = deadline.filter(|d| now >= d.at) {
+                return Err(d.timeout());
             }
             match self.pause {
                 Pause::None => {}
@@ -146,7 +168,25 @@ mod tests {
                 sleep: Duration::from_micros(20),
             },
         };
-        let got: Result<()> = slow.run(Some(Instant::now()), || Ok(None), || Ok(None));
+        let got: Result<()> = slow.run(Deadline::after(Duration::ZERO), || Ok(None), || Ok(None));
         assert!(matches!(got, Err(Error::Timeout { .. })));
+    }
+
+    #[test]
+    fn a_timeout_reports_the_whole_wait_from_its_deadline() {
+        let timeout = Duration::from_millis(3);
+        let deadline = Deadline::after(timeout);
+        // The caller's own work before the loop (a lock, a launch) counts toward the wait.
+        std::thread::sleep(Duration::from_millis(2));
+        let got: Result<()> = SPIN.run(deadline, || Ok(None), || Ok(None));
+        match got {
+            Err(Error::Timeout { waited }) => assert!(waited >= timeout, "waited {waited:?}"),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_timeout_past_the_clock_means_no_deadline() {
+        assert!(Deadline::after(Duration::MAX).is_none());
     }
 }

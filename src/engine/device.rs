@@ -3,7 +3,7 @@
 //! sequence number of the previous readback), takes `seq = counter + 1` and `slot = (seq - 1)
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
-use super::backoff::{Backoff, Pause, QUERY_PERIOD};
+use super::backoff::{Backoff, Deadline, Pause, QUERY_PERIOD};
 use super::slots::{Filler, Pack, Sequencing, SlotAt};
 use super::spill::SpillRegion;
 use super::ticket::TicketCore;
@@ -24,7 +24,7 @@ use cudarc::driver::CudaContext;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one attempt to take the next replay came to.
 #[derive(Debug)]
@@ -237,7 +237,7 @@ impl DeviceEngine {
     }
 
     /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
-    fn lock_consumer(&self, deadline: Option<Instant>) -> Option<MutexGuard<'_, ()>> {
+    fn lock_consumer(&self, deadline: Option<Deadline>) -> Option<MutexGuard<'_, ()>> {
         if deadline.is_none() {
             return Some(lock(&self.consumer));
         }
@@ -261,7 +261,7 @@ impl DeviceEngine {
     /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
     /// Reports the number it waited for with every outcome (see [`Take`]); errs at once,
     /// consuming nothing, when nothing was recorded.
-    pub(crate) fn take(&self, deadline: Option<Instant>) -> Result<Take> {
+    pub(crate) fn take(&self, deadline: Option<Deadline>) -> Result<Take> {
         let Some(recording) = *lock(&self.recording) else {
             return Err(Error::NothingRecorded);
         };
@@ -296,7 +296,7 @@ impl DeviceEngine {
         ((seq - 1) % self.slots.num_slots() as u64) as usize
     }
 
-    fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Instant>) -> Result<()> {
+    fn wait_for(&self, seq: u64, slot: usize, deadline: Option<Deadline>) -> Result<()> {
         let trailer = || {
             // The overrun word first: if a readback numbered >= seq has finished, readback
             // `seq` finished before it (they run one at a time, and the overrun store is

@@ -105,5 +105,6 @@ pub(crate) mod view;
 #[cfg(test)]
 mod props;
 
+pub(crate) use backoff::Deadline;
 pub(crate) use slots::Slots;
 pub(crate) use trailer::Lens;

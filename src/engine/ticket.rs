@@ -1,5 +1,6 @@
 //! What every ticket is made of: a held slot of a host-sequenced readback, how it was filled
 //! (so its trailer can be decoded), and the release of the slot when it drops.
+use super::backoff::Deadline;
 use super::host::HostEngine;
 use super::ring::Lease;
 use super::trailer::Fill;
@@ -8,7 +9,7 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A held slot of a host-sequenced readback. Releases the slot when dropped.
 #[derive(Debug)]
@@ -35,7 +36,7 @@ impl TicketCore {
     }
 
     /// Blocks until complete (at most until `deadline`), then decodes the trailer.
-    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Result<SlotView<'_>> {
+    pub(crate) fn wait_until(&self, deadline: Option<Deadline>) -> Result<SlotView<'_>> {
         self.engine.wait(&self.lease, deadline)?;
         self.decode()
     }
@@ -43,7 +44,7 @@ impl TicketCore {
     /// [`Self::wait_until`] with a timeout; a timeout too large to add to the current time
     /// means no limit.
     pub(crate) fn wait_timeout(&self, timeout: Duration) -> Result<SlotView<'_>> {
-        self.wait_until(Instant::now().checked_add(timeout))
+        self.wait_until(Deadline::after(timeout))
     }
 
     /// The view if complete, `None` while in flight.

@@ -2,18 +2,18 @@
 //! slot's event, with a deadline, never hanging on a dead context.
 use super::HostEngine;
 use crate::config::WaitMode;
-use crate::engine::backoff::{Backoff, Pause, QUERY_PERIOD};
+use crate::engine::backoff::{Backoff, Deadline, Pause, QUERY_PERIOD};
 use crate::engine::ring::Lease;
 use crate::error::Result;
 use crate::raw::driver;
 use std::sync::atomic::{fence, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl HostEngine {
     /// Blocks until `lease`'s readback is complete (its trailer shows its `seq`, or its event
     /// completed), or the deadline passes ([`crate::Error::Timeout`]), or the device reports
     /// an error.
-    pub(crate) fn wait(&self, lease: &Lease, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) fn wait(&self, lease: &Lease, deadline: Option<Deadline>) -> Result<()> {
         driver::bind(self.context())?;
         let event = &self.events[lease.slot];
         // Complete: the trailer must be there now (decoding says if not).
