@@ -3,21 +3,18 @@
 use crate::append::desc_array;
 use crate::errors::{make, IntoPy};
 use crate::py_util::info_dict;
-use crate::readback::{
-    check_settings, column_bytes, deadline, describe_columns, inputs, open, slice_ran_out,
-};
+use crate::readback::{check_settings, column_bytes, describe_columns, inputs, open};
 use crate::readout::{HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{CtxGuard, Shared};
+use crate::wait_clock::WaitClock;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use srb::cudarc::driver::sys::CUstream;
 use srb::{OwnedReplay, ReadbackConfig, Taken, Transport};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-const WAIT_SLICE: Duration = Duration::from_millis(100);
+use std::time::Duration;
 
 /// A device-sequenced readback for CUDA graphs: `record()` it while a stream is captured,
 /// replay the graph, and take one readout per replay with `next()`, in order.
@@ -181,17 +178,12 @@ impl GraphReadback {
     #[pyo3(signature = (timeout=None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Readout>> {
         let g = self.graph(py)?;
-        let deadline = deadline(timeout)?;
+        let clock = WaitClock::start(timeout)?;
         let _restore = CtxGuard::save();
-        let start = Instant::now();
         loop {
-            let slice = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
-                None => WAIT_SLICE,
-            };
-            match self.take(py, &g, slice)? {
+            match self.take(py, &g, clock.slice())? {
                 Some(replay) => return self.readout(py, replay),
-                None => slice_ran_out(py, deadline, start)?,
+                None => clock.slice_ran_out(py)?,
             }
         }
     }

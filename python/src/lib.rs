@@ -15,6 +15,7 @@ mod readout;
 mod spec;
 mod stream;
 mod testing;
+mod wait_clock;
 
 use errors::IntoPy;
 use pyo3::prelude::*;

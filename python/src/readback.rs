@@ -5,6 +5,7 @@ use crate::py_util::{info_dict, torch_current_stream};
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::{parse_columns, ColSpec};
 use crate::stream::{resolve, CtxGuard, Pool, Shared};
+use crate::wait_clock::WaitClock;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -18,9 +19,6 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Longest stretch a wait spends without the GIL before it checks for signals (Ctrl-C).
-pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 /// What a readback reads, kept alive until it is known complete: the arrays, a DLPack
 /// capsule, the stream object. The common enqueue (data, count, maybe a capsule or a stream)
@@ -1135,7 +1133,7 @@ impl Ticket {
             State::Failed(e) => return Err(e.clone_ref(py)),
             State::Pending => {}
         }
-        let deadline = deadline(timeout)?;
+        let clock = WaitClock::start(timeout)?;
         let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         let n = self.specs.len();
         // Often complete already (the pack is short): then no GIL release, no clock.
@@ -1150,18 +1148,12 @@ impl Ticket {
         if let Some(o) = ready {
             return self.settle(py, o);
         }
-        let start = Instant::now();
         loop {
-            let slice = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
-                None => WAIT_SLICE,
-            };
+            let slice = clock.slice();
             let core = self.core.as_ref().expect("pending tickets hold their core");
             let r = py.detach(|| outcome(core.wait_timeout(slice), n));
             match r {
-                Err(srb::Error::Timeout { .. }) => {
-                    slice_ran_out(py, deadline, start)?;
-                }
+                Err(srb::Error::Timeout { .. }) => clock.slice_ran_out(py)?,
                 other => return self.settle(py, other),
             }
         }
@@ -1262,38 +1254,5 @@ impl Drop for Ticket {
             drop(core);
             drop(keep);
         }
-    }
-}
-
-/// `timeout` seconds from now (None: no limit).
-/// After one slice of a wait ran out (the GIL released meanwhile): `ReadbackTimeoutError` for
-/// the whole wait since `start` once `deadline` has passed, else a chance for signals
-/// (Ctrl-C) before the next slice.
-pub(crate) fn slice_ran_out(
-    py: Python<'_>,
-    deadline: Option<Instant>,
-    start: Instant,
-) -> PyResult<()> {
-    if deadline.is_some_and(|d| Instant::now() >= d) {
-        return Err(crate::errors::to_py(
-            py,
-            srb::Error::Timeout {
-                waited: start.elapsed(),
-            },
-        ));
-    }
-    py.check_signals()
-}
-
-pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
-    match timeout {
-        None => Ok(None),
-        Some(t) if t.is_finite() && t >= 0.0 => {
-            Ok(Instant::now().checked_add(Duration::from_secs_f64(t)))
-        }
-        Some(t) if t == f64::INFINITY => Ok(None),
-        Some(t) => Err(PyValueError::new_err(format!(
-            "timeout must be a non-negative number of seconds, not {t}"
-        ))),
     }
 }

@@ -7,7 +7,8 @@ use crate::py_util::{
     cupy_current_stream, owner_of, stale_accessor, torch_current_stream, type_facts, Owner,
     StreamAccess, STREAM_ATTRS,
 };
-use crate::readback::{Core, Keep, WAIT_SLICE};
+use crate::readback::{Core, Keep};
+use crate::wait_clock::WAIT_SLICE;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
