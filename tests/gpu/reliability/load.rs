@@ -128,7 +128,7 @@ const PRODUCER: Duration = Duration::from_millis(100);
 /// finished (seen on the H200: the rows 100.27 ms after the launch, the stream idle 9.6 µs
 /// later), and then the rows are rightly there when the wait begins. Such an
 /// attempt checks nothing and is repeated; rows that come back while the producer may still be
-/// running fail the test.
+/// running fail the test. Returns the number of such attempts.
 fn timeout_behind_producer(
     module: &Module,
     stream: &Arc<CudaStream>,
@@ -137,7 +137,7 @@ fn timeout_behind_producer(
     data: &CudaSlice<f64>,
     ok: &CudaSlice<i32>,
     iteration: usize,
-) -> Result<()> {
+) -> Result<usize> {
     const ATTEMPTS: usize = 5;
     let mut stalls = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -164,7 +164,7 @@ fn timeout_behind_producer(
         }
         ensure!(t.wait()?.as_slice() == [2.5; 8], "after a timeout");
         if !stalled || !timing_asserts() {
-            return Ok(());
+            return Ok(stalls.len());
         }
         stalls.push(waiting);
     }
@@ -178,7 +178,7 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
     let ctx = ctx();
     let module = Module::load(&ctx)?;
     std::thread::scope(|s| -> Result<()> {
-        let bad = s.spawn(|| -> Result<u64> {
+        let bad = s.spawn(|| -> Result<(u64, usize)> {
             let stream = ctx.new_stream()?;
             let other = CudaContext::new_non_primary(0, 0)?;
             let foreign = other.new_stream()?.clone_htod(&[1.0f64; 8])?;
@@ -190,7 +190,7 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
             let ok = stream.clone_htod(&[8i32])?;
             let busy_count = stream.alloc_zeros::<i32>(1)?;
             let (bc, _g) = busy_count.device_ptr(&stream);
-            let mut errors = 0u64;
+            let (mut errors, mut stalls) = (0u64, 0usize);
             for i in 0..200 {
                 let t = rb.enqueue(&stream, &data, &neg)?;
                 expect_err(t.wait(), "negative", |e| {
@@ -210,14 +210,14 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
                     matches!(e, Error::ForeignContext { .. })
                 })?;
                 if i % 50 == 0 {
-                    timeout_behind_producer(&module, &stream, bc, &rb, &data, &ok, i)?;
+                    stalls += timeout_behind_producer(&module, &stream, bc, &rb, &data, &ok, i)?;
                     errors += 1;
                 }
                 // The erring readback itself still works.
                 ensure!(rb.enqueue(&stream, &data, &ok)?.wait()?.as_slice() == [2.5; 8]);
                 errors += 4;
             }
-            Ok(errors)
+            Ok((errors, stalls))
         });
         let good = s.spawn(|| -> Result<u64> {
             let cfg = soak::SoakConfig {
@@ -230,11 +230,12 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
             soak_check(&r)?;
             Ok(r.verified)
         });
-        let errors = bad.join().map_err(|_| anyhow::anyhow!("panicked"))??;
+        let (errors, stalls) = bad.join().map_err(|_| anyhow::anyhow!("panicked"))??;
         let verified = good.join().map_err(|_| anyhow::anyhow!("panicked"))??;
         println!(
             "library_errors_do_not_poison_other_streams: {errors} library errors on one \
-             stream, {verified} readbacks verified on others meanwhile"
+             stream ({stalls} timeout checks repeated: the enqueue returned after the producer), \
+             {verified} readbacks verified on others meanwhile"
         );
         Ok(())
     })
