@@ -142,13 +142,25 @@ impl Why {
                     TargetId::Bandwidth16M(a) => a,
                     _ => Approach::Staged,
                 };
-                format!(
+                let pack = format!(
                     "the staged readback packs the rows into its device slot (a device-to-device \
                      pass over the 128 MiB) before its one copy of the slot, which the oracle does \
                      not: {} {:.1} µs against the oracle's {:.1} µs p50 at n = 16M",
                     a.name(),
                     lat(16 * M, 16 * M, a),
                     lat(16 * M, 16 * M, Approach::Oracle),
+                );
+                if a != Approach::StagedSized {
+                    return pack;
+                }
+                // The same pack then a stream copy of the slot: what is left is the graph's copy.
+                format!(
+                    "{pack}; {} (the same pack, then one stream copy of the slot) took {:.1} µs: the \
+                     rest is the graph's body copy, which moves the same bytes more slowly than a \
+                     stream copy (the bare graph without the library: 0.919 of the oracle's \
+                     bandwidth, scripts/probes/sized_copy_probe.cu)",
+                    Approach::Staged.name(),
+                    lat(16 * M, 16 * M, Approach::Staged),
                 )
             }
             Why::SizedCopy => {
