@@ -80,7 +80,7 @@ class Readback:
         """Measurement only (python/bench/profile_binding.py): median ns per enqueue phase."""
     def enqueue(
         self, data: Union[DeviceArray, Sequence[DeviceArray], Mapping[str, DeviceArray]],
-        count: DeviceArray, stream: StreamLike = None,
+        count: DeviceArray, stream: StreamLike = None, keep: bool = True,
     ) -> Ticket:
         """Enqueues the readback of ``count`` rows of ``data`` and returns at once.
 
@@ -91,7 +91,10 @@ class Readback:
         stream of the framework that owns ``data`` (PyTorch's or CuPy's current stream, the
         stream a CUDA Array Interface names, else the legacy default stream). Work the arrays'
         producers report on other streams is waited for on the device. The arrays are kept
-        alive until the readback is known complete.
+        alive until the readback is known complete; ``keep=False`` keeps no reference to them
+        (or to the stream): then the caller keeps their memory allocated and unwritten until
+        the pack has read it, as PyTorch's caching allocator does for tensors made on the
+        enqueue stream (``CompiledReadback`` enqueues so).
 
         Returns without waiting for the device, with one exception: when every slot is held
         and some are held by tickets dropped before their readback completed, it blocks (GIL

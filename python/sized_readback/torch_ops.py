@@ -102,10 +102,6 @@ def _(columns: list[torch.Tensor], count: torch.Tensor, key: int) -> None:
 torch.fx.node.has_side_effect(torch.ops.sized_readback.enqueue.default)
 
 
-_COUNT_KINDS = {torch.int32: "int32", torch.int64: "int64", torch.uint32: "uint32",
-                torch.uint64: "uint64"}
-
-
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -194,30 +190,10 @@ class CompiledReadback:
             self._graph.record(data, count, keep=False)
             self.recordings += 1
         else:
-            self._tickets.append(self._enqueue_unkept(columns, count))
-
-    def _enqueue_unkept(self, columns: list[torch.Tensor], count: torch.Tensor) -> Any:
-        # The readback of the inputs on the current stream, holding no reference to them (see
-        # the module's docs for why that is safe, and needed). The checks Readback.enqueue
-        # makes of a tensor's layout and type, made here before the raw enqueue.
-        dtypes = self.readback.dtypes
-        if len(columns) != len(dtypes):
-            raise ValueError(f"{len(columns)} columns given, the readback has {len(dtypes)}")
-        device = self.readback.device
-        for i, (c, dt) in enumerate(zip(columns, dtypes)):
-            if not c.is_cuda or c.device.index != device:
-                raise ValueError(f"column {i} is not on CUDA device {device}")
-            row = c.element_size() * (int(c[0].numel()) if c.dim() > 1 else 1)
-            if c.dim() == 0 or row != dt.itemsize:
-                raise ValueError(f"column {i}: rows of {row} bytes, the readback's are "
-                                 f"{dt.itemsize} ({dt})")
-        kind = _COUNT_KINDS.get(count.dtype)
-        if kind is None or count.numel() != 1 or not count.is_cuda:
-            raise ValueError("the count must be one int32, int64, uint32 or uint64 element on "
-                             "the GPU")
-        return self.readback._enqueue_raw(
-            [c.data_ptr() for c in columns], [int(c.shape[0]) for c in columns],
-            count.data_ptr(), kind, torch.cuda.current_stream(device).cuda_stream)
+            # On torch's current stream, holding no reference to the inputs (see the module's
+            # docs for why that is safe, and needed).
+            stream = torch.cuda.current_stream(self.readback.device)
+            self._tickets.append(self.readback.enqueue(data, count, stream, keep=False))
 
     def next(self, timeout: Optional[float] = None) -> _native.Readout:
         """The readout of the oldest step not yet read: a waiting eager ticket's, else the

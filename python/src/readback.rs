@@ -534,13 +534,16 @@ impl Readback {
     /// Enqueues the readback of `count` rows of `data` on `stream` and returns without
     /// waiting for the device, unless every slot is held and some by tickets dropped in
     /// flight: then it waits (GIL released, Ctrl-C working) for the oldest of those.
-    #[pyo3(signature = (data, count, stream=None))]
+    /// `keep=False` holds no reference to the arrays or the stream: for memory whose reuse the
+    /// caller orders after the pack (PyTorch's caching allocator on the enqueue stream).
+    #[pyo3(signature = (data, count, stream=None, keep=true))]
     fn enqueue(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         count: &Bound<'_, PyAny>,
         stream: Option<&Bound<'_, PyAny>>,
+        keep: bool,
     ) -> PyResult<Ticket> {
         let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         self.shared.sweep();
@@ -553,12 +556,14 @@ impl Readback {
             count,
             stream,
         )?;
+        let held = if keep { inp.keep } else { Keep::default() };
         // SAFETY: the sources and the count are device arrays of this device, read from their
         // frameworks (pointer, length and element size checked; the core checks again that each
         // column's first address and the count's are device memory of this context); the enqueue stream waits for their producers (order_after, or the
         // producer's own __dlpack__(stream=)); `keep` holds them (and the stream object) until
-        // the readback is known complete.
-        unsafe { self.pack(py, inp.stream, &inp.sources, inp.count, inp.keep) }
+        // the readback is known complete, or with keep=False the caller orders their reuse
+        // after the pack.
+        unsafe { self.pack(py, inp.stream, &inp.sources, inp.count, held) }
     }
 
     /// The enqueue on pre-read addresses, for measuring the binding's own cost and for callers

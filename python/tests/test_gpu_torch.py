@@ -243,6 +243,29 @@ def test_tickets_dropped_in_flight_keep_their_arrays():
         assert rb.enqueue(produce(CAP, k, 1), count_tensor(3, "int32")).wait().numpy()[0] == k
 
 
+def test_keep_false_holds_no_reference_and_reads_the_rows():
+    import weakref
+
+    rb = srb.Readback(CAP, dtype=torch.float64)
+    torch.cuda._sleep(20_000_000)  # the pack runs after this, while the host goes on
+    data, n = produce(CAP, 5, 2), count_tensor(7, "int32")
+    kept = rb.enqueue(data, n)
+    refs = weakref.ref(data), weakref.ref(n)
+    unkept = rb.enqueue(data, n, keep=False)
+    del data, n
+    gc.collect()
+    # The kept ticket still holds both; the unkept one adds nothing to that.
+    assert all(r() is not None for r in refs)
+    np.testing.assert_array_equal(kept.wait().numpy(), expected(7, 5, 2))
+    del kept
+    gc.collect()
+    # Freed to torch's caching allocator, whose reuse on this stream comes after the pack.
+    assert all(r() is None for r in refs)
+    np.testing.assert_array_equal(unkept.wait().numpy(), expected(7, 5, 2))
+    with pytest.raises(TypeError):
+        rb.enqueue(produce(CAP, 0, 1), count_tensor(1, "int32"), keep="no")
+
+
 def test_staged_transport():
     rb = srb.Readback(CAP, dtype=torch.float32, transport="staged")
     assert rb.transport == "staged"
