@@ -1141,7 +1141,7 @@ impl Ticket {
         let clock = WaitClock::start(timeout)?;
         let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
         let n = self.specs.len();
-        // Often complete already (the pack is short): then no GIL release, no clock.
+        // Often complete already (the pack is short): then no GIL release.
         let ready = {
             let core = self.core.as_ref().expect("pending tickets hold their core");
             match core.try_wait() {

@@ -5,10 +5,19 @@ use crate::readback::parse_inputs;
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::parse_columns;
 use crate::stream::{handle_of, resolve};
+use crate::wait_clock::WaitClock;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::sync::Arc;
+
+/// The limit, in seconds, that `Ticket.wait(timeout)` and `GraphReadback.next(timeout)` put on
+/// their wait (`None`: no limit), or their `ValueError`.
+#[pyfunction]
+#[pyo3(signature = (timeout=None))]
+fn _wait_limit(timeout: Option<f64>) -> PyResult<Option<f64>> {
+    Ok(WaitClock::start(timeout)?.limit().map(|d| d.as_secs_f64()))
+}
 
 /// What an enqueue would read from `data`, `count` and `stream` for a readback of `dtype` /
 /// `columns` on `device`: a dict of `stream`, `ptrs`, `rows`, `count_ptr`, `count_kind`,
@@ -181,6 +190,7 @@ fn _numpy_capi(py: Python<'_>) -> bool {
 }
 
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_wait_limit, m)?)?;
     m.add_function(wrap_pyfunction!(_type_facts, m)?)?;
     m.add_function(wrap_pyfunction!(_time_parse, m)?)?;
     m.add_function(wrap_pyfunction!(_clear_type_cache, m)?)?;

@@ -20,8 +20,11 @@ impl WaitClock {
         let began = Instant::now();
         let deadline = match timeout {
             None => None,
-            Some(t) if t == f64::INFINITY => None,
-            Some(t) if t.is_finite() && t >= 0.0 => began.checked_add(Duration::from_secs_f64(t)),
+            // A number of seconds too large for a `Duration` (infinity, 1e20) is no limit, as one
+            // past the clock is: `from_secs_f64` would panic on it. NaN fails `>=`.
+            Some(t) if t >= 0.0 => Duration::try_from_secs_f64(t)
+                .ok()
+                .and_then(|d| began.checked_add(d)),
             Some(t) => {
                 return Err(PyValueError::new_err(format!(
                     "timeout must be a non-negative number of seconds, not {t}"
@@ -29,6 +32,11 @@ impl WaitClock {
             }
         };
         Ok(Self { began, deadline })
+    }
+
+    /// How long the wait may last (`None`: no limit).
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        self.deadline.map(|d| d - self.began)
     }
 
     /// The next slice to wait without the GIL: at most [`WAIT_SLICE`], never past the deadline.

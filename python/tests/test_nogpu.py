@@ -690,3 +690,23 @@ def test_auto_transport_passes_an_explicit_sized_copy_to_its_staged_slots_only()
     # A plain mapped readback asked for a sized copy is still refused, before the driver.
     with pytest.raises(srb.SizedCopyUnavailableError, match="mapped transport"):
         srb.Readback(1 << 20, dtype="f8", staged_copy="sized")
+
+
+@pytest.mark.parametrize(
+    "timeout, limit",
+    [(None, None), (0, 0.0), (0.25, 0.25), (float("inf"), None), (1e20, None), (1e300, None)],
+)
+def test_wait_timeouts_too_large_for_the_clock_mean_no_limit(timeout, limit):
+    # Ticket.wait and GraphReadback.next: a finite timeout past what a Duration holds (1e20
+    # seconds) raised a PanicException instead of waiting without a limit, as infinity does.
+    got = _native._wait_limit(timeout)
+    if limit is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(limit, abs=1e-9)
+
+
+@pytest.mark.parametrize("timeout", [-1.0, -0.001, float("-inf"), float("nan")])
+def test_wait_timeouts_below_zero_or_nan_are_refused(timeout):
+    with pytest.raises(ValueError, match="non-negative number of seconds"):
+        _native._wait_limit(timeout)
