@@ -117,18 +117,17 @@ fn shared_readback_across_threads() -> Result<()> {
     Ok(())
 }
 
-/// Library errors on one stream leave other streams' readbacks (and the erring readback
-/// itself) working: only CUDA's sticky context errors spread (see the fault scenarios).
 /// The producer's length: the wait that follows must time out long before it ends.
 const PRODUCER: Duration = Duration::from_millis(100);
 
 /// A readback behind a 100 ms producer: `wait_timeout(200 µs)` times out, then `wait` gets the
-/// rows. The soak thread beside this one creates and drops readbacks; their allocations and frees
-/// synchronize with the device and can hold this thread's driver calls until the producer has
-/// finished (seen on the H200: the rows 100.27 ms after the launch, the stream idle 9.6 µs
-/// later), and then the rows are rightly there when the wait begins. Such an
-/// attempt checks nothing and is repeated; rows that come back while the producer may still be
-/// running fail the test. Returns the number of such attempts.
+/// rows. Rows cannot exist before the producer has run its 100 ms, so rows that come back
+/// sooner fail the test. Rows that come back later say nothing: the soak thread beside this one
+/// creates and drops readbacks, and their allocations and frees synchronize with the device and
+/// can hold this thread's driver calls (the enqueue's, or the wait's own queries) until the
+/// producer has finished (seen on the H200: the rows 100.27 ms after the launch, the stream idle
+/// 9.6 µs later). Such an attempt checks nothing and is repeated. Returns the number of such
+/// attempts.
 fn timeout_behind_producer(
     module: &Module,
     stream: &Arc<CudaStream>,
@@ -147,7 +146,7 @@ fn timeout_behind_producer(
         let waiting = launched.elapsed();
         let r = t.wait_timeout(Duration::from_micros(200));
         let seen = launched.elapsed();
-        let stalled = waiting >= PRODUCER;
+        let stalled = r.is_ok() && seen >= PRODUCER;
         if timing_asserts() && r.is_ok() && !stalled {
             let sync = Instant::now();
             stream.synchronize()?;
@@ -166,14 +165,17 @@ fn timeout_behind_producer(
         if !stalled || !timing_asserts() {
             return Ok(stalls.len());
         }
-        stalls.push(waiting);
+        stalls.push((waiting, seen));
     }
     bail!(
-        "iteration {iteration}: in {ATTEMPTS} attempts the enqueue returned only after the \
-         {PRODUCER:?} producer could have finished ({stalls:?}), so the timeout was never checked"
+        "iteration {iteration}: in {ATTEMPTS} attempts the rows came back only after the \
+         {PRODUCER:?} producer could have finished ((enqueue returned, rows seen) after its \
+         launch: {stalls:?}), so the timeout was never checked"
     )
 }
 
+/// Library errors on one stream leave other streams' readbacks (and the erring readback
+/// itself) working: only CUDA's sticky context errors spread (see the fault scenarios).
 fn library_errors_do_not_poison_other_streams() -> Result<()> {
     let ctx = ctx();
     let module = Module::load(&ctx)?;
@@ -234,7 +236,7 @@ fn library_errors_do_not_poison_other_streams() -> Result<()> {
         let verified = good.join().map_err(|_| anyhow::anyhow!("panicked"))??;
         println!(
             "library_errors_do_not_poison_other_streams: {errors} library errors on one \
-             stream ({stalls} timeout checks repeated: the enqueue returned after the producer), \
+             stream ({stalls} timeout checks repeated: the rows came back after the producer), \
              {verified} readbacks verified on others meanwhile"
         );
         Ok(())
