@@ -348,7 +348,7 @@ impl GraphReadback {
     pub fn try_next(&self) -> Result<Option<Replay<'_>>> {
         self.release_overflowed();
         match self.engine.take(Deadline::after(Duration::ZERO))? {
-            Take::Busy | Take::Seq(_, Err(Error::Timeout { .. })) => Ok(None),
+            Take::Busy(_) | Take::Seq(_, Err(Error::Timeout { .. })) => Ok(None),
             Take::Seq(seq, result) => self.outcome(seq, result).map(Some),
         }
     }
@@ -366,7 +366,7 @@ impl GraphReadback {
         self.release_overflowed();
         let deadline = timeout.and_then(Deadline::after);
         let (seq, result) = match self.engine.take(deadline)? {
-            Take::Busy => return Ok(None),
+            Take::Busy(_) => return Ok(None),
             Take::Seq(seq, result) => (seq, result),
         };
         let capacity = self.capacity();
@@ -414,13 +414,7 @@ impl GraphReadback {
     fn next_until(&self, deadline: Option<Deadline>) -> Result<Replay<'_>> {
         self.release_overflowed();
         match self.engine.take(deadline)? {
-            // Only a wait with a deadline finds the consumer lock busy.
-            Take::Busy => Err(deadline.map_or(
-                Error::Timeout {
-                    waited: Duration::ZERO,
-                },
-                |d| d.timeout(),
-            )),
+            Take::Busy(timeout) => Err(timeout),
             Take::Seq(seq, result) => self.outcome(seq, result),
         }
     }

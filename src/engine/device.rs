@@ -29,8 +29,9 @@ use std::time::Duration;
 /// What one attempt to take the next replay came to.
 #[derive(Debug)]
 pub(crate) enum Take {
-    /// Another thread was taking a replay until the deadline: nothing was looked at.
-    Busy,
+    /// Another thread was taking a replay until the deadline: nothing was looked at. Holds
+    /// the [`Error::Timeout`] for the whole wait.
+    Busy(Error),
     /// Replay `seq`'s outcome: `Ok((slot, rows))`, now held; `Err(Timeout)`, nothing
     /// consumed; any other error consumed it.
     Seq(u64, Result<(usize, usize)>),
@@ -236,10 +237,11 @@ impl DeviceEngine {
         })
     }
 
-    /// Takes the consumer lock: blocking without a deadline, else trying until it passes.
-    fn lock_consumer(&self, deadline: Option<Deadline>) -> Option<MutexGuard<'_, ()>> {
+    /// Takes the consumer lock: blocking without a deadline, else trying until it passes
+    /// ([`Error::Timeout`]).
+    fn lock_consumer(&self, deadline: Option<Deadline>) -> Result<MutexGuard<'_, ()>> {
         if deadline.is_none() {
-            return Some(lock(&self.consumer));
+            return Ok(lock(&self.consumer));
         }
         let try_lock = || match self.consumer.try_lock() {
             Ok(guard) => Ok(Some(guard)),
@@ -255,7 +257,7 @@ impl DeviceEngine {
                 sleep: Duration::from_micros(20),
             },
         };
-        backoff.run(deadline, try_lock, || Ok(None)).ok()
+        backoff.run(deadline, try_lock, || Ok(None))
     }
 
     /// Waits for readback `next_seq()` under the consumer lock; on success marks it held.
@@ -265,8 +267,9 @@ impl DeviceEngine {
         let Some(recording) = *lock(&self.recording) else {
             return Err(Error::NothingRecorded);
         };
-        let Some(_consumer) = self.lock_consumer(deadline) else {
-            return Ok(Take::Busy);
+        let _consumer = match self.lock_consumer(deadline) {
+            Ok(guard) => guard,
+            Err(timeout) => return Ok(Take::Busy(timeout)),
         };
         let seq = self.cursor.load(Ordering::Acquire);
         let slot = self.slot_of(seq);
