@@ -155,17 +155,10 @@ impl Slots {
         let module = Module::library(ctx)?;
         let pack = module.function(c"srb_pack")?;
         let pack_buckets = module.function(c"srb_pack_buckets")?;
-        let sms = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let grid = pack_grid(ctx, &layout, cfg.max_blocks)?;
         let (major, _) = ctx
             .compute_capability()
             .map_err(Error::cuda("cuDeviceGetAttribute"))?;
-        let max_blocks = cfg.max_blocks.unwrap_or((sms.max(1) as u32) * 4).max(1);
-        let want = layout
-            .row_bytes()
-            .saturating_mul(layout.capacity())
-            .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
         // Programmatic dependent launch is safe only if the loaded pack kernel waits for the
         // producer (griddepcontrol.wait), which its source holds for compute_90 and newer only;
         // the driver loads the sm_70 to sm_80 images on older GPUs, which have no such launch.
@@ -189,7 +182,7 @@ impl Slots {
             }
         };
         let shape = LaunchShape {
-            grid: want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32,
+            grid,
             block: abi::SRB_PACK_THREADS,
             programmatic,
         };
@@ -648,26 +641,17 @@ impl Slots {
         count: RawCount,
         at: SlotAt,
     ) -> abi::srb_pack_params {
-        let (seq, slot, seq_counter, ring_ctl) = match at {
-            SlotAt::Host { seq, slot } => (seq, slot, 0, 0),
-            SlotAt::Device { counter, ctl } => (0, 0, counter, ctl),
-        };
-        abi::srb_pack_params {
-            count_ptr: count.ptr(),
-            slots: self.device_slots(),
-            slot_stride: self.layout.slot_stride() as u64,
-            trailer_offset: self.layout.trailer_offset() as u64,
-            capacity: self.layout.capacity() as u64,
-            seq,
-            seq_counter,
-            ring_ctl,
-            slot_sync: self.sync.ptr(),
-            slot: slot as u32,
-            num_slots: self.num_slots as u32,
-            count_kind: count.kind().abi(),
-            num_columns: columns.len() as u32,
-            columns: self.abi_columns(columns),
-        }
+        pack_params(
+            &self.layout,
+            PackTarget {
+                slots: self.device_slots(),
+                slot_sync: self.sync.ptr(),
+                num_slots: self.num_slots,
+            },
+            columns,
+            count,
+            at,
+        )
     }
 
     /// The bucket pack kernel's parameter for `columns` (each a source of `len` elements that
@@ -707,17 +691,7 @@ impl Slots {
 
     /// The kernels' column records: each source, and where its column sits in a slot.
     fn abi_columns(&self, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
-        let mut out: [abi::srb_column; MAX_COLUMNS] = Default::default();
-        for (i, c) in columns.iter().enumerate() {
-            out[i] = abi::srb_column {
-                src: c.ptr,
-                src_len: c.len as u64,
-                dst_offset: self.layout.column_offsets()[i] as u64,
-                elem_size: self.layout.elem_sizes()[i] as u32,
-                reserved: 0,
-            };
-        }
-        out
+        abi_columns(&self.layout, columns)
     }
 
     /// The append descriptor's fields every engine fills alike: the slots, their layout and
@@ -755,6 +729,82 @@ impl Slots {
         }
         d
     }
+}
+
+/// Where a pack writes: the device address of slot 0 (the staging buffer, or the mapped host
+/// slots), the device address of the slots' [`abi::srb_slot_sync`] records, and how many slots
+/// there are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PackTarget {
+    pub(crate) slots: CUdeviceptr,
+    pub(crate) slot_sync: CUdeviceptr,
+    pub(crate) num_slots: usize,
+}
+
+/// The pack kernel's parameter for `columns` and `count`, into the slot `at` says of slots laid
+/// out by `layout` at `target`: the one place the engine (and the testing module's bare sized
+/// copy) builds an [`abi::srb_pack_params`].
+pub(crate) fn pack_params(
+    layout: &SlotLayout,
+    target: PackTarget,
+    columns: &[ColumnSource],
+    count: RawCount,
+    at: SlotAt,
+) -> abi::srb_pack_params {
+    let (seq, slot, seq_counter, ring_ctl) = match at {
+        SlotAt::Host { seq, slot } => (seq, slot, 0, 0),
+        SlotAt::Device { counter, ctl } => (0, 0, counter, ctl),
+    };
+    abi::srb_pack_params {
+        count_ptr: count.ptr(),
+        slots: target.slots,
+        slot_stride: layout.slot_stride() as u64,
+        trailer_offset: layout.trailer_offset() as u64,
+        capacity: layout.capacity() as u64,
+        seq,
+        seq_counter,
+        ring_ctl,
+        slot_sync: target.slot_sync,
+        slot: slot as u32,
+        num_slots: target.num_slots as u32,
+        count_kind: count.kind().abi(),
+        num_columns: columns.len() as u32,
+        columns: abi_columns(layout, columns),
+    }
+}
+
+/// The kernels' column records: each source, and where its column sits in a slot of `layout`.
+fn abi_columns(layout: &SlotLayout, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
+    let mut out: [abi::srb_column; MAX_COLUMNS] = Default::default();
+    for (i, c) in columns.iter().enumerate() {
+        out[i] = abi::srb_column {
+            src: c.ptr,
+            src_len: c.len as u64,
+            dst_offset: layout.column_offsets()[i] as u64,
+            elem_size: layout.elem_sizes()[i] as u32,
+            reserved: 0,
+        };
+    }
+    out
+}
+
+/// The pack's grid for slots laid out by `layout` on `ctx`'s device: a block per
+/// [`abi::SRB_BYTES_PER_BLOCK`] bytes of a full slot, at least one, at most `max_blocks` (by
+/// default four per multiprocessor).
+pub(crate) fn pack_grid(
+    ctx: &Arc<CudaContext>,
+    layout: &SlotLayout,
+    max_blocks: Option<u32>,
+) -> Result<u32> {
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::cuda("cuDeviceGetAttribute"))?;
+    let max_blocks = max_blocks.unwrap_or((sms.max(1) as u32) * 4).max(1);
+    let want = layout
+        .row_bytes()
+        .saturating_mul(layout.capacity())
+        .div_ceil(abi::SRB_BYTES_PER_BLOCK as usize);
+    Ok(want.clamp(1, max_blocks.min(i32::MAX as u32) as usize) as u32)
 }
 
 // The slots are shared between threads as they are: every field is Send and Sync.
