@@ -56,7 +56,7 @@ fn round_up(x: usize, to: usize) -> Option<usize> {
 impl SlotLayout {
     /// Lays out `capacity` elements of each column (given by element size in bytes), one
     /// bucket, no table.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn new(capacity: usize, elem_sizes: &[usize]) -> Result<Self> {
         Self::with_buckets(capacity, elem_sizes, 1, BucketTable::IfBucketed)
     }

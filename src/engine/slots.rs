@@ -66,7 +66,10 @@ impl CopyPlan {
     /// The staged copy in use (`None`: mapped) on a driver whose version `driver_version` gives
     /// (`cuDriverGetVersion`), asked only where the sized copy is planned: the sized copy where
     /// the driver has it, else the whole slot or, where it was required, an error.
-    fn resolve(self, driver_version: impl FnOnce() -> Result<i32>) -> Result<Option<StagedCopy>> {
+    pub(crate) fn resolve(
+        self,
+        driver_version: impl FnOnce() -> Result<i32>,
+    ) -> Result<Option<StagedCopy>> {
         Ok(match self {
             CopyPlan::None => None,
             CopyPlan::Whole => Some(StagedCopy::Whole),

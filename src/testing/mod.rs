@@ -7,9 +7,14 @@
 //! - [`pattern`]: the byte pattern the producer kernels write, computed on the host;
 //! - [`seed`]: the seed program, ported onto this crate;
 //! - [`DeviceBuffer`], [`PinnedBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
-//!   tests reach without a public API.
+//!   tests reach without a public API;
+//! - [`BareSizedCopy`]: the staged transport's sized-copy graph without the readback engine,
+//!   the comparison harness's floor for the sized staged readback.
+mod bare_sized_copy;
 pub mod pattern;
 pub mod seed;
+
+pub use bare_sized_copy::BareSizedCopy;
 
 use crate::error::Result;
 use crate::raw::{buffer, driver, images, module};

@@ -4,11 +4,15 @@
 //! capacity and negative ones; that rows past the count's class are not copied (the host slot
 //! is poisoned first); forced `Whole` and `Auto` read alike; many enqueues across slots with
 //! the sources kept and changed; which copy each kind of readback reports, and the sized
-//! copy's launch (never programmatic).
+//! copy's launch (never programmatic). The testing module's `BareSizedCopy` (the same graph
+//! without the readback engine, the comparison harness's floor) reads back what a readback
+//! reads, with the readback's launch shape, and decodes bad counts alike.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use sized_readback::cudarc::driver::sys;
-use sized_readback::testing::{column_capacity_bytes, fill_host_slots, load_switch_image};
+use sized_readback::testing::{
+    column_capacity_bytes, fill_host_slots, load_switch_image, BareSizedCopy,
+};
 use sized_readback::{
     AppendReadback, BucketReadback, Column, ColumnReadback, ColumnReadout, ColumnSchema, Error,
     KernelImage, ReadbackConfig, Source, StagedCopy, Transport,
@@ -24,6 +28,7 @@ pub const TESTS: &[Test] = test_support::tests![
     rows_past_the_class_are_not_copied,
     bad_counts_keep_their_true_values,
     many_enqueues_across_slots,
+    the_bare_sized_copy_reads_back_as_a_readback_does,
 ];
 
 /// This subject's context of device 0 (see `test_support::device`).
@@ -483,5 +488,81 @@ fn many_enqueues_across_slots() -> Result<()> {
             "enqueue {i}: column 2"
         );
     }
+    Ok(())
+}
+
+/// `BareSizedCopy`: on a driver without graph conditionals it is unavailable, as an explicit
+/// sized readback is; elsewhere every class boundary reads back the source's rows and count
+/// (each launch waited for on its stream, one slot reused), its launch shape is a sized
+/// readback's of the same capacity, and counts past the capacity, past the source or negative
+/// decode to a readback's errors.
+fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
+    use cudarc::driver::DevicePtr;
+    let ctx = ctx();
+    ctx.bind_to_thread()?;
+    let capacity = 1000;
+    if !driver_has_conditionals() {
+        match BareSizedCopy::new(&ctx, capacity) {
+            Err(Error::SizedCopyUnavailable { .. }) => return Ok(()),
+            other => bail!("without conditionals: {other:?}"),
+        }
+    }
+    let stream = ctx.new_stream()?;
+    let src = Sources::new(&stream, capacity + 100, 3)?;
+    let mut bare = BareSizedCopy::new(&ctx, capacity)?;
+    let rb = Rb::new(&ctx, 1, capacity, 2, StagedCopy::Sized)?;
+    ensure!(
+        bare.launch_shape() == rb.rb.info().launch_shape,
+        "bare {:?}, readback {:?}",
+        bare.launch_shape(),
+        rb.rb.info().launch_shape
+    );
+    ensure!(bare.capacity() == capacity);
+    // Before any launch the zeroed slot has no trailer.
+    ensure!(bare.count().is_err() && bare.rows().is_err());
+    let rows = src.a.device_ptr(&stream).0;
+    let mut seq = 0u64;
+    let mut run = |bare: &mut BareSizedCopy, count: i32, len: usize| -> Result<()> {
+        seq += 1;
+        let n = stream.clone_htod(&[count])?;
+        let count_ptr = n.device_ptr(&stream).0;
+        // SAFETY: the context is current and `stream` is its; `rows` holds capacity + 100
+        // f64 and `n` one i32, both alive until the stream synchronize below, which also
+        // finishes the launch before the next one.
+        unsafe { bare.launch(stream.cu_stream(), rows, len, count_ptr, seq)? };
+        stream.synchronize()?;
+        Ok(())
+    };
+    for count in class_boundaries(capacity) {
+        run(&mut bare, count as i32, capacity + 100)?;
+        ensure!(bare.count()? == count, "count {:?} != {count}", bare.count());
+        ensure!(
+            bare.rows()? == &src.ha[..count],
+            "rows of count {count} differ"
+        );
+    }
+    run(&mut bare, capacity as i32 + 1, capacity + 100)?;
+    match bare.count() {
+        Err(Error::CountExceedsCapacity { count, capacity: c }) => {
+            ensure!((count, c) == (capacity as u64 + 1, capacity), "{count} of {c}")
+        }
+        other => bail!("past the capacity: {other:?}"),
+    }
+    run(&mut bare, 20, 10)?;
+    match bare.count() {
+        Err(Error::CountExceedsSource {
+            count: 20,
+            column: 0,
+            source_len: 10,
+        }) => {}
+        other => bail!("past the source: {other:?}"),
+    }
+    run(&mut bare, -3, capacity)?;
+    match bare.rows() {
+        Err(Error::NegativeCount { count: -3 }) => {}
+        other => bail!("negative: {other:?}"),
+    }
+    run(&mut bare, 17, capacity)?;
+    ensure!(bare.rows()? == &src.ha[..17]);
     Ok(())
 }

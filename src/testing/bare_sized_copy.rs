@@ -1,0 +1,195 @@
+//! The staged transport's sized copy without the readback around it: a floor for the
+//! comparison harness. [`BareSizedCopy`] is the library's own graph (`[srb_pack_switch] ->
+//! SWITCH`, body `k` copying `min(2^k, capacity)` rows and the trailer device -> host) and
+//! kernel, built by [`SizedCopy::new`] for one slot of one `f64` column, with the pack
+//! parameters and grid the engine computes ([`slots::pack_params`], [`slots::pack_grid`]).
+//! What it leaves out is the readback engine: no ring of slots, no tickets, no event per slot,
+//! no trailer or sequence wait, no checks of what a launch is given. The caller launches it,
+//! waits for it however it likes, then reads the count and the rows.
+use crate::element::CountKind;
+use crate::engine::sized_copy::{self, SizedCopy};
+use crate::engine::slots::{self, CopyPlan, PackTarget, SlotAt};
+use crate::engine::trailer::{self, Fill, Lens, Trailer};
+use crate::error::Result;
+use crate::launch::LaunchShape;
+use crate::layout::SlotLayout;
+use crate::raw::abi;
+use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::raw::{driver, switch_graph};
+use crate::source::{ColumnSource, RawCount};
+use cudarc::driver::sys::{CUdeviceptr, CUstream};
+use cudarc::driver::CudaContext;
+use std::sync::Arc;
+
+/// One slot of `capacity` `f64` rows, copied back by the library's sized-copy graph alone.
+///
+/// Built as a sized readback builds its slots: a device staging slot the pack writes, a
+/// device-mapped pinned host slot the graph's body copies into, one
+/// [`abi::srb_slot_sync`] record, and the graph of [`SizedCopy`] with the launch shape the
+/// engine gives a readback of this capacity (the pack's grid by the same function, without
+/// programmatic launch, as every graph's kernel node).
+#[derive(Debug)]
+pub struct BareSizedCopy {
+    ctx: Arc<CudaContext>,
+    layout: SlotLayout,
+    shape: LaunchShape,
+    /// The graph, whose copies address `host` and `staging` (so it is declared, and dropped,
+    /// before them).
+    sized: SizedCopy,
+    host: PinnedBuffer,
+    staging: DeviceBuffer,
+    sync: DeviceBuffer,
+    /// The sequence number and source length of the last launch (`(0, 0)` before the first).
+    last: (u64, usize),
+}
+
+impl BareSizedCopy {
+    /// One slot of `capacity` rows in `ctx`, and its graph, built and uploaded.
+    ///
+    /// Errors with [`crate::Error::SizedCopyUnavailable`] on a driver older than CUDA 12.8 (the
+    /// check a readback asking for [`crate::StagedCopy::Sized`] makes), or where the driver
+    /// refuses the switch image or the graph, as such a readback does.
+    pub fn new(ctx: &Arc<CudaContext>, capacity: usize) -> Result<Self> {
+        driver::ensure_driver()?;
+        driver::bind(ctx)?;
+        CopyPlan::Sized { required: true }.resolve(switch_graph::driver_version)?;
+        let layout = SlotLayout::new(capacity, &[8])?;
+        let total = layout.total_bytes(1)?;
+        // Device-mapped, as a sized readback's host slots are: a conditional body's copies may
+        // only reach device-mapped host memory.
+        let host = PinnedBuffer::new(ctx, total, true)?;
+        let staging = DeviceBuffer::new_zeroed(ctx, total)?;
+        let sync = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<abi::srb_slot_sync>())?;
+        let shape = LaunchShape {
+            grid: slots::pack_grid(ctx, &layout, None)?,
+            block: abi::SRB_PACK_THREADS,
+            programmatic: false,
+        };
+        let target = PackTarget {
+            slots: staging.ptr(),
+            slot_sync: sync.ptr(),
+            num_slots: 1,
+        };
+        let sized = SizedCopy::new(ctx, &layout, 1, shape, &host, &staging, |slot| {
+            slots::pack_params(
+                &layout,
+                target,
+                &[],
+                RawCount::new(0, CountKind::U64),
+                SlotAt::Host { seq: 0, slot },
+            )
+        })
+        .map_err(sized_copy::unavailable)?;
+        Ok(BareSizedCopy {
+            ctx: ctx.clone(),
+            layout,
+            shape,
+            sized,
+            host,
+            staging,
+            sync,
+            last: (0, 0),
+        })
+    }
+
+    /// Rows per slot.
+    pub fn capacity(&self) -> usize {
+        self.layout.capacity()
+    }
+
+    /// The launch shape of the graph's kernel node.
+    pub fn launch_shape(&self) -> LaunchShape {
+        self.shape
+    }
+
+    /// Enqueues the graph on `stream`: the pack reads the `i32` count at `count` and copies
+    /// that many of the `len` `f64` rows at `rows` into the staging slot, with trailer sequence
+    /// number `seq`; the SWITCH node then copies the count's size class of rows, and the
+    /// trailer, into the host slot. Sets the graph's kernel node parameters and launches the
+    /// graph: the driver calls of a sized readback's enqueue, nothing else.
+    ///
+    /// # Safety
+    /// - `self`'s context is current on this thread and `stream` is a live stream of it;
+    /// - `rows` holds `len` `f64` and `count` one `i32`, device memory of that context, and
+    ///   both stay valid, and unwritten by other work, until the launch has run;
+    /// - `self` is not dropped before the launch has run (its drop synchronizes the context,
+    ///   which covers a launch still in flight, but a stream that never finishes hangs it);
+    /// - no other launch of `self` is in flight: the one slot is reused (wait for each launch
+    ///   before the next).
+    pub unsafe fn launch(
+        &mut self,
+        stream: CUstream,
+        rows: CUdeviceptr,
+        len: usize,
+        count: CUdeviceptr,
+        seq: u64,
+    ) -> Result<()> {
+        let p = slots::pack_params(
+            &self.layout,
+            self.target(),
+            &[ColumnSource { ptr: rows, len }],
+            RawCount::i32(count),
+            SlotAt::Host { seq, slot: 0 },
+        );
+        self.last = (seq, len);
+        // SAFETY: per this function's contract: the context is current, `stream` is its,
+        // nothing else launches the one slot's graph, and the rows and count stay valid until
+        // the pack has run; the slots and sync record are self's.
+        unsafe { self.sized.launch(stream, 0, p) }
+    }
+
+    /// The count the last launch read back, decoded from the host slot's trailer as a
+    /// readback's is (its sequence number, magic and status checked): the errors a readback's
+    /// wait would give for it (a negative count, one over the capacity or the source).
+    ///
+    /// Meaningful only once the last launch's completion was waited for (an event recorded
+    /// after it, synchronized): before that the trailer may be the previous launch's, or be
+    /// landing.
+    pub fn count(&self) -> Result<usize> {
+        let (seq, len) = self.last;
+        let fill = Fill::Pack {
+            kind: CountKind::I32,
+            lens: Lens::new(&[len]),
+        };
+        let t = self.trailer();
+        trailer::decode(&t, seq, 0, self.capacity(), &fill, self.layout.elem_sizes())
+    }
+
+    /// The first [`Self::count`] rows of the host slot (at most the capacity), or the count's
+    /// error.
+    ///
+    /// Meaningful only once the last launch's completion was waited for, as for
+    /// [`Self::count`]: before that the copy may still be landing in them.
+    pub fn rows(&self) -> Result<&[f64]> {
+        let n = self.count()?.min(self.capacity());
+        let p = self.host.host_ptr().cast::<f64>();
+        // SAFETY: the column starts at offset 0 of the slot (page-aligned pinned memory, so
+        // 8-byte aligned) and holds `capacity` >= n f64; the memory lives as long as self, and
+        // `launch` takes `&mut self`, so no launch is enqueued while the slice is borrowed.
+        Ok(unsafe { std::slice::from_raw_parts(p, n) })
+    }
+
+    fn target(&self) -> PackTarget {
+        PackTarget {
+            slots: self.staging.ptr(),
+            slot_sync: self.sync.ptr(),
+            num_slots: 1,
+        }
+    }
+
+    fn trailer(&self) -> Trailer {
+        let off = self.layout.trailer_offset();
+        // SAFETY: the trailer lies inside the host slot (total_bytes covers it), 16-byte
+        // aligned; its fields are plain integers, read as the engine reads a slot's.
+        unsafe { std::ptr::read_volatile(self.host.host_ptr().add(off).cast::<Trailer>()) }
+    }
+}
+
+impl Drop for BareSizedCopy {
+    fn drop(&mut self) {
+        // A launch still in flight would copy into the buffers freed next: wait for it (for
+        // every launch of the context) first; an error leaves nothing better to do.
+        let _ = driver::bind(&self.ctx);
+        let _ = self.ctx.synchronize();
+    }
+}
