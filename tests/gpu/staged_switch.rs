@@ -535,7 +535,11 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     };
     for count in class_boundaries(capacity) {
         run(&mut bare, count as i32, capacity + 100)?;
-        ensure!(bare.count()? == count, "count {:?} != {count}", bare.count());
+        ensure!(
+            bare.count()? == count,
+            "count {:?} != {count}",
+            bare.count()
+        );
         ensure!(
             bare.rows()? == &src.ha[..count],
             "rows of count {count} differ"
@@ -544,7 +548,10 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     run(&mut bare, capacity as i32 + 1, capacity + 100)?;
     match bare.count() {
         Err(Error::CountExceedsCapacity { count, capacity: c }) => {
-            ensure!((count, c) == (capacity as u64 + 1, capacity), "{count} of {c}")
+            ensure!(
+                (count, c) == (capacity as u64 + 1, capacity),
+                "{count} of {c}"
+            )
         }
         other => bail!("past the capacity: {other:?}"),
     }
