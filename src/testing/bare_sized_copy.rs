@@ -24,9 +24,9 @@ use std::sync::Arc;
 /// One slot of `capacity` `f64` rows, copied back by the library's sized-copy graph alone.
 ///
 /// Built as a sized readback builds its slots: a device staging slot the pack writes, a
-/// device-mapped pinned host slot the graph's body copies into, one
-/// [`abi::srb_slot_sync`] record, and the graph of [`SizedCopy`] with the launch shape the
-/// engine gives a readback of this capacity (the pack's grid by the same function, without
+/// device-mapped pinned host slot the graph's body copies into, one `srb_slot_sync` record
+/// (the pack's scratch), and the engine's sized-copy graph with the launch shape the engine
+/// gives a readback of this capacity (the pack's grid by the same function, without
 /// programmatic launch, as every graph's kernel node).
 #[derive(Debug)]
 pub struct BareSizedCopy {
