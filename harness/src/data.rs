@@ -94,6 +94,14 @@ pub struct PointResult {
     pub gbps: f64,
 }
 
+impl PointResult {
+    /// Whether any cycle was timed (an approach skipped on this machine has none: its
+    /// summaries are zeros, which no target or table may read as a measurement).
+    pub fn measured(&self) -> bool {
+        self.latency_us.samples > 0
+    }
+}
+
 /// One sweep point: every approach.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
@@ -269,7 +277,8 @@ pub struct Target {
 pub struct Evaluation {
     /// The targets (crate = the default mode).
     pub targets: Vec<Target>,
-    /// The same ratios for the other modes (informational; `variant_ratios` in the JSON).
+    /// The same ratios for the other modes, and comparisons kept on record beside a target
+    /// (informational; `variant_ratios` in the JSON).
     pub variants: Vec<Target>,
 }
 

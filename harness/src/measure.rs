@@ -154,7 +154,8 @@ fn latency_sweep(rig: &mut Rig, args: &Args) -> Result<Vec<Point>> {
 /// Repetition `k` at (`cap`, `n`): every approach once, in `sched`'s order for `seed`, its
 /// settle cycles (the other count of the n / n - 1 alternation, so a stale size stays stale)
 /// then a timed one into `samples`. A failed approach counts a wrong cycle, its first error
-/// kept.
+/// kept; one the rig cannot run here ([`Rig::unavailable`]) runs no cycle and keeps the
+/// reason as its error (no samples: the targets that need it are left out).
 fn repetition(
     rig: &mut Rig,
     sched: Schedule,
@@ -166,6 +167,11 @@ fn repetition(
     for i in sched.order(Approach::ALL.len(), seed) {
         let a = Approach::ALL[i];
         let s = samples.entry(a).or_default();
+        if let Some(why) = rig.unavailable(a, cap) {
+            // Skipped on this machine: no cycle, the reason kept as the approach's error.
+            s.error.get_or_insert(why);
+            continue;
+        }
         let pair = (0..sched.settle)
             .try_for_each(|_| rig.cycle(a, a.count_at(n, k + 1), cap, None))
             .and_then(|()| rig.cycle(a, a.count_at(n, k), cap, Some(&mut *s)));
@@ -190,12 +196,12 @@ fn seed_loop(
     let mut out = Vec::new();
     for &(kus, cus) in &Args::LOOP_RATIOS {
         let cycles = args.loop_cycles(kus);
-        for a in pipeline::APPROACHES {
+        for a in lp.approaches() {
             lp.run(a, kus, cus, 20, &mut worker)?; // warm-up
         }
         let mut acc: BTreeMap<&'static str, LoopResult> = BTreeMap::new();
         for _ in 0..rounds {
-            for a in pipeline::APPROACHES {
+            for a in lp.approaches() {
                 let r = lp.run(a, kus, cus, cycles / rounds, &mut worker)?;
                 let e = acc.entry(r.approach).or_insert(LoopResult {
                     cycles: 0,

@@ -8,7 +8,7 @@ use crate::worker::{Job, Worker};
 use anyhow::{bail, Context, Result};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::Kernel;
-use sized_readback::testing::{DeviceBuffer, PinnedBuffer};
+use sized_readback::testing::{BareSizedCopy, DeviceBuffer, PinnedBuffer};
 use sized_readback::{
     AppendDesc, AppendReadback, AppendTicket, ColumnSchema, Readback, ReadbackConfig, StagedCopy,
     Ticket, Transport, WaitMode,
@@ -21,14 +21,16 @@ use std::time::{Duration, Instant};
 /// check is part of its CPU work without dominating it).
 const N: usize = 1000;
 
-/// The approaches the loop compares.
-pub const APPROACHES: [Approach; 7] = [
+/// The approaches the loop compares (the bare sized-copy graph is the sized staged
+/// readback's floor, not a readback: see [`Approach::StagedSizedBare`]).
+pub const APPROACHES: [Approach; 8] = [
     Approach::Sync,
     Approach::CallbackWorker,
     Approach::MappedTrailer,
     Approach::MappedEvent,
     Approach::Staged,
     Approach::StagedSized,
+    Approach::StagedSizedBare,
     Approach::Append,
 ];
 
@@ -50,6 +52,9 @@ pub struct Loop {
     mapped_event: Readback<f64>,
     staged: Readback<f64>,
     staged_sized: Readback<f64>,
+    /// [`Approach::StagedSizedBare`]'s graph, or why this driver cannot have it (the loop
+    /// then leaves the approach out).
+    bare_sized: Result<BareSizedCopy, String>,
     cycle: u64,
 }
 
@@ -57,6 +62,8 @@ enum Pending {
     Ticket(Ticket<f64>),
     Copy,
     Worker,
+    /// The bare sized-copy graph, `copy_done` recorded after it.
+    Bare,
 }
 
 impl Loop {
@@ -105,8 +112,22 @@ impl Loop {
                     .transport(Transport::Staged)
                     .staged_copy(StagedCopy::Sized),
             )?,
+            bare_sized: match BareSizedCopy::new(ctx, N) {
+                Ok(b) => Ok(b),
+                Err(e @ sized_readback::Error::SizedCopyUnavailable { .. }) => Err(e.to_string()),
+                Err(e) => return Err(e.into()),
+            },
             cycle: 0,
         })
+    }
+
+    /// The approaches of [`APPROACHES`] this machine can run (the bare sized-copy graph needs
+    /// a CUDA 12.8 driver).
+    pub fn approaches(&self) -> Vec<Approach> {
+        APPROACHES
+            .into_iter()
+            .filter(|&a| a != Approach::StagedSizedBare || self.bare_sized.is_ok())
+            .collect()
     }
 
     fn count_of(k: u64) -> usize {
@@ -134,7 +155,7 @@ impl Loop {
             .context("cuEventRecord")
     }
 
-    fn communicate(&self, a: Approach, k: u64, worker: &mut Worker) -> Result<Pending> {
+    fn communicate(&mut self, a: Approach, k: u64, worker: &mut Worker) -> Result<Pending> {
         let b = (k % 2) as usize;
         let s = self.copy.cu_stream();
         let (dd, dc) = (self.d_data[b].ptr(), self.d_count[b].ptr());
@@ -160,6 +181,20 @@ impl Loop {
             return Ok(Pending::Ticket(t));
         }
         cuda::stream_wait(s, self.compute_done[b].cu_event())?;
+        if a == Approach::StagedSizedBare {
+            let (seq, done) = (self.cycle + k + 1, self.copy_done.0);
+            let bare = self
+                .bare_sized
+                .as_mut()
+                .map_err(|why| anyhow::anyhow!("{why}"))?;
+            // SAFETY: the context is current on this thread (bound by main) and `s` is its
+            // copy stream, which waits for kernel k above; buffer b holds N doubles and one
+            // i32, and kernel k+2, its next writer, is launched after this launch was waited
+            // for (receive), as is the next launch of the one slot.
+            unsafe { bare.launch(s, dd, N, dc, seq)? };
+            cuda::record(done, s)?;
+            return Ok(Pending::Bare);
+        }
         let hc = self.h_count(b);
         // SAFETY: h_count[b] is a pinned i32, h_data N pinned doubles; the host reads them
         // only after copy_done.
@@ -199,6 +234,15 @@ impl Loop {
             Pending::Ticket(t) => {
                 let r = t.wait()?;
                 Ok(cuda::is_correct(r.count(), r.as_slice(), want, cycle))
+            }
+            Pending::Bare => {
+                cuda::event_sync(self.copy_done.0)?;
+                let bare = self
+                    .bare_sized
+                    .as_ref()
+                    .map_err(|why| anyhow::anyhow!("{why}"))?;
+                let rows = bare.rows()?;
+                Ok(cuda::is_correct(rows.len(), rows, want, cycle))
             }
             Pending::Copy | Pending::Worker => {
                 if matches!(p, Pending::Worker) {

@@ -54,7 +54,12 @@ pub fn plot(path: &Path, panels: &[Panel<'_>], title: &str) -> Result<()> {
         .titled(title, ("sans-serif", 18))
         .map_err(|e| err(&e))?;
     let areas = root.split_evenly((1, panels.len().max(1)));
-    let lat = |p: &Point, a: &str| p.approaches.get(a).map(|x| x.latency_us.p50);
+    let lat = |p: &Point, a: &str| {
+        p.approaches
+            .get(a)
+            .filter(|x| x.measured())
+            .map(|x| x.latency_us.p50)
+    };
     let wrong = |pts: &[&Point], a: &str| {
         pts.iter()
             .any(|p| p.approaches.get(a).is_some_and(|x| x.correct < x.checked))

@@ -12,7 +12,7 @@ use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{CUdeviceptr, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::testing::Kernel;
-use sized_readback::testing::PinnedBuffer;
+use sized_readback::testing::{BareSizedCopy, PinnedBuffer};
 use sized_readback::{Readback, ReadbackConfig, StagedCopy, Ticket, Transport, WaitMode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +54,15 @@ pub enum Approach {
     /// This crate: device slot, then a copy whose size the pack picks on the device (a CUDA
     /// graph's SWITCH node, `StagedCopy::Sized`), event.
     StagedSized,
+    /// The floor of [`Approach::StagedSized`] (not a readback of the crate's API): the
+    /// library's own sized-copy graph and kernel launched alone
+    /// ([`sized_readback::testing::BareSizedCopy`]: the pack kernel node, then the SWITCH
+    /// node whose body copies the count's size class of rows and the trailer), one slot, no
+    /// ring, ticket, checks or trailer wait; an event, synchronized, then the count decoded
+    /// from the trailer and the rows checked as every approach's. What the sized readback
+    /// costs over it is what the readback engine adds; its own distance to the oracle is what
+    /// the graph mechanism costs.
+    StagedSizedBare,
     /// This crate, mapped + trailer, but the producer does not signal programmatic launch
     /// completion early (griddepcontrol.launch_dependents): what PDL gives without help.
     MappedTrailerPlain,
@@ -67,7 +76,7 @@ pub enum Approach {
 
 impl Approach {
     /// All of them.
-    pub const ALL: [Approach; 14] = [
+    pub const ALL: [Approach; 15] = [
         Approach::ProducerOnly,
         Approach::Naive,
         Approach::Sync,
@@ -80,6 +89,7 @@ impl Approach {
         Approach::MappedTrailer,
         Approach::Staged,
         Approach::StagedSized,
+        Approach::StagedSizedBare,
         Approach::MappedTrailerPlain,
         Approach::MappedTrailerNoPdl,
     ];
@@ -98,6 +108,7 @@ impl Approach {
             Approach::MappedTrailer => "crate_mapped_trailer",
             Approach::Staged => "crate_staged",
             Approach::StagedSized => "crate_staged_sized",
+            Approach::StagedSizedBare => "bare_sized_graph",
             Approach::MappedTrailerPlain => "crate_trailer_no_trigger",
             Approach::MappedTrailerNoPdl => "crate_trailer_no_pdl",
             Approach::Append => "crate_append",
@@ -149,7 +160,7 @@ pub fn count_of(n: usize, k: u64) -> usize {
     }
 }
 
-/// The crate's three readbacks at one capacity.
+/// The crate's readbacks at one capacity, and the bare sized-copy graph of that capacity.
 struct CrateReadbacks {
     mapped_event: Readback<f64>,
     mapped_trailer: Readback<f64>,
@@ -157,6 +168,9 @@ struct CrateReadbacks {
     staged_sized: Readback<f64>,
     plain: Readback<f64>,
     no_pdl: Readback<f64>,
+    /// [`Approach::StagedSizedBare`]'s graph, or why this driver cannot have it (the
+    /// approach is then skipped, the reason recorded as its error).
+    bare_sized: Result<BareSizedCopy, String>,
 }
 
 /// Buffers, kernels and readbacks shared by every approach.
@@ -239,6 +253,13 @@ impl Rig {
                             .wait(WaitMode::Trailer)
                             .programmatic_launch(false),
                     )?,
+                    bare_sized: match BareSizedCopy::new(ctx, cap) {
+                        Ok(b) => Ok(b),
+                        Err(e @ sized_readback::Error::SizedCopyUnavailable { .. }) => Err(
+                            format!("skipped: the bare sized-copy graph is unavailable: {e}"),
+                        ),
+                        Err(e) => return Err(e.into()),
+                    },
                 },
             ));
         }
@@ -314,6 +335,28 @@ impl Rig {
             .find(|(c, _)| *c == cap)
             .map(|(_, r)| r)
             .with_context(|| format!("no readback of capacity {cap}"))
+    }
+
+    /// The bare sized-copy graph of capacity `cap`; an error where there is none of that
+    /// capacity or the driver cannot have it.
+    fn bare_sized(&mut self, cap: usize) -> Result<&mut BareSizedCopy> {
+        self.crate_rbs
+            .iter_mut()
+            .find(|(c, _)| *c == cap)
+            .with_context(|| format!("no readback of capacity {cap}"))?
+            .1
+            .bare_sized
+            .as_mut()
+            .map_err(|why| anyhow::anyhow!("{why}"))
+    }
+
+    /// Why approach `a` cannot run at capacity `cap` on this machine (the sweep skips it and
+    /// records this as its error), `None` where it can.
+    pub fn unavailable(&self, a: Approach, cap: usize) -> Option<String> {
+        match (a, self.rbs(cap)) {
+            (Approach::StagedSizedBare, Ok(rbs)) => rbs.bare_sized.as_ref().err().cloned(),
+            _ => None,
+        }
     }
 
     /// Launches the producer for the next cycle with count `n`; returns the cycle id.
@@ -480,6 +523,31 @@ impl Rig {
                 ok = verdict(count, data);
             }
             Approach::OracleCriterionWay => unreachable!("timed by Rig::oracle_criterion_way"),
+            Approach::StagedSizedBare => {
+                let (done, len) = (self.done.0, self.max_n);
+                let bare = self.bare_sized(cap)?;
+                // SAFETY: the rig's context is current on this thread (bound by main before
+                // the sweep) and `s` is its stream; dd holds max_n doubles and dc one i32,
+                // rewritten only by the next cycle's producer on the same stream; the launch
+                // is waited for (event synchronized below) before the next one, and the rig
+                // drains its stream before it drops.
+                unsafe { bare.launch(s, dd, len, dc, cycle)? };
+                cuda::record(done, s)?;
+                t2 = Instant::now();
+                cuda::event_sync(done)?;
+                t3 = Instant::now();
+                if !timed {
+                    return Ok(());
+                }
+                ok = match (bare.rows(), out.as_deref_mut()) {
+                    (Ok(rows), _) => verdict(rows.len(), rows),
+                    (Err(e), Some(out)) => {
+                        out.error.get_or_insert(format!("{e}"));
+                        false
+                    }
+                    (Err(_), None) => false,
+                };
+            }
             Approach::MappedEvent
             | Approach::MappedTrailer
             | Approach::Staged
@@ -624,17 +692,20 @@ pub fn names() -> Vec<&'static str> {
 /// The counts of the small-n targets and host costs (at capacity 1M).
 pub const SMALL_NS: [usize; 4] = [1, 16, 256, 4096];
 
-/// Bandwidth at n = 16M (capacity 16M) of every approach that reads back, GB/s by name.
+/// Bandwidth at n = 16M (capacity 16M) of every approach that reads back and was measured
+/// (not skipped), GB/s by name.
 pub fn bandwidth_16m(points: &[Point]) -> BTreeMap<&'static str, f64> {
     Approach::ALL
         .iter()
         .filter(|a| a.reads_back())
-        .filter_map(|a| data::at(points, 16 * M, 16 * M, a.name()).map(|x| (a.name(), x.gbps)))
+        .filter_map(|a| data::at(points, 16 * M, 16 * M, a.name()).map(|x| (a.name(), x)))
+        .filter(|(_, x)| x.measured())
+        .map(|(a, x)| (a, x.gbps))
         .collect()
 }
 
 /// Host cost of the enqueue at small n: for every approach that reads back, the summary of
-/// its enqueue p50s over n = 1..4096 at capacity 1M.
+/// its enqueue p50s over n = 1..4096 at capacity 1M (none, `samples` 0, for one skipped).
 pub fn enqueue_cost_small_n(points: &[Point]) -> BTreeMap<&'static str, Summary> {
     Approach::ALL
         .iter()
@@ -642,7 +713,9 @@ pub fn enqueue_cost_small_n(points: &[Point]) -> BTreeMap<&'static str, Summary>
         .map(|a| {
             let v: Vec<f64> = SMALL_NS
                 .iter()
-                .filter_map(|&n| data::at(points, M, n, a.name()).map(|x| x.enqueue_us.p50))
+                .filter_map(|&n| data::at(points, M, n, a.name()))
+                .filter(|x| x.measured())
+                .map(|x| x.enqueue_us.p50)
                 .collect();
             (a.name(), Summary::of(&v))
         })
