@@ -1,7 +1,7 @@
 //! What a target measures. A [`TargetId`] names one comparison, its parameters being the
-//! approaches compared; it gives the target's name (the `name` in the report and the JSON,
-//! unchanged since the committed runs) and computes the target's value from a run's
-//! [`Measurements`].
+//! approaches compared; it gives the target's name (the `name` in the report and the JSON:
+//! a comparison keeps its name from run to run, so committed runs stay comparable) and
+//! computes the target's value from a run's [`Measurements`].
 use crate::costs;
 use crate::data::{self, size, Measurements, Point, PointResult, M};
 use crate::select::{self, Sel};
@@ -40,10 +40,15 @@ pub enum TargetId {
     SmallN(Approach, Approach),
     /// p50 of `.0` over p50 of `.1`, the worst over n = 1..64K at capacity 1M.
     UpTo64K(Approach, Approach),
+    /// p50 of `.0` minus p50 of `.1`, the worst (largest) over n = 1..64K at capacity 1M, µs:
+    /// a distance to a floor measured in the same run.
+    UpTo64KOver(Approach, Approach),
     /// over_copy's p50 over the crate's at n = 4096, capacity 16M.
     OverCopy,
     /// Bandwidth of `.0` over the oracle's at n = 16M (capacity 16M).
     Bandwidth16M(Approach),
+    /// Bandwidth of `.0` over `.1`'s at n = 16M (capacity 16M).
+    Bandwidth16MOver(Approach, Approach),
     /// The seed loop's cycles/s with `.0` over sync's, kernels of `.1` µs, CPU work of `.2` µs.
     SeedLoop(Approach, u32, u32),
     /// The realistic producer: p50 of `.0` over p50 of `.1`, the worst over the counts `.2`.
@@ -55,8 +60,8 @@ pub enum TargetId {
     /// The worst enqueue p50 of `.0` over n = 1..4096 at capacity 1M in the sweep, µs.
     EnqueueInSweep(Approach),
     /// The worst enqueue p50 of `.0` over n = 1..4096 at capacity 1M in the sweep, minus the
-    /// crate's default mode's in the same run, µs.
-    EnqueueOverCrate(Approach),
+    /// worst of `.1` in the same run, µs (`.1` = [`CRATE`]: the crate's default mode).
+    EnqueueOver(Approach, Approach),
     /// The safe enqueue alone on an idle stream minus its driver calls' floor, p50 µs.
     EnqueueOverFloor,
     /// The safe enqueue alone on an idle stream, p50 µs.
@@ -99,8 +104,17 @@ impl fmt::Display for TargetId {
                 short(a),
                 b.name()
             ),
+            TargetId::UpTo64KOver(a, b) => write!(
+                f,
+                "n 1..64K, cap 1M: {} p50 minus {} p50, µs (worst n)",
+                short(a),
+                b.name()
+            ),
             TargetId::OverCopy => write!(f, "n 4096, cap 16M: over_copy p50 / crate p50"),
             TargetId::Bandwidth16M(a) => write!(f, "n 16M: {} bandwidth / oracle", a.name()),
+            TargetId::Bandwidth16MOver(a, b) => {
+                write!(f, "n 16M: {} bandwidth / {}", a.name(), b.name())
+            }
             TargetId::SeedLoop(a, k, c) => write!(
                 f,
                 "seed loop {k} µs kernel / {c} µs CPU: {} cycles/s / sync",
@@ -128,10 +142,11 @@ impl fmt::Display for TargetId {
                 write!(f, "one append reservation + completion, host cost p50 µs")
             }
             TargetId::EnqueueInSweep(a) => write!(f, "one enqueue, host cost p50 µs: {}", a.name()),
-            TargetId::EnqueueOverCrate(a) => write!(
+            TargetId::EnqueueOver(a, b) => write!(
                 f,
-                "one enqueue, host cost p50 µs: {} minus crate (same run)",
-                a.name()
+                "one enqueue, host cost p50 µs: {} minus {} (same run)",
+                a.name(),
+                short(b)
             ),
             TargetId::EnqueueOverFloor => write!(
                 f,
@@ -179,6 +194,14 @@ impl TargetId {
                 }
                 value(worst, d)
             }
+            TargetId::UpTo64KOver(a, b) => {
+                let (worst, d) = worst_difference(
+                    UP_TO_64K
+                        .iter()
+                        .map(|&n| (n, sweep(M, n, a), sweep(M, n, b))),
+                )?;
+                value(worst, d)
+            }
             TargetId::OverCopy => {
                 let o = sweep(16 * M, 4096, Approach::OverCopy)?.latency_us.p50;
                 let c = sweep(16 * M, 4096, CRATE)?.latency_us.p50;
@@ -187,6 +210,10 @@ impl TargetId {
             TargetId::Bandwidth16M(a) => {
                 let bw = sweep::bandwidth_16m(&m.sweep);
                 bandwidth_ratio(*bw.get(a.name())?, *bw.get(Approach::Oracle.name())?)
+            }
+            TargetId::Bandwidth16MOver(a, b) => {
+                let bw = sweep::bandwidth_16m(&m.sweep);
+                bandwidth_ratio(*bw.get(a.name())?, *bw.get(b.name())?)
             }
             TargetId::SeedLoop(a, k, c) => {
                 let (k, c) = (f64::from(k), f64::from(c));
@@ -216,16 +243,18 @@ impl TargetId {
                 "worst p50 of the safe enqueue call over n = 1..4096 at cap 1M, in the sweep"
                     .into(),
             ),
-            TargetId::EnqueueOverCrate(a) => {
+            TargetId::EnqueueOver(a, b) => {
                 let costs = sweep::enqueue_cost_small_n(&m.sweep);
-                let x = costs.get(a.name())?.max;
-                let c = costs.get(CRATE.name())?.max;
+                // A skipped approach has no enqueue to compare.
+                let worst = |a: Approach| costs.get(a.name()).filter(|s| s.samples > 0);
+                let (x, c) = (worst(a)?.max, worst(b)?.max);
                 value(
                     x - c,
                     format!(
                         "{x:.2} - {c:.2} µs: worst p50 of the safe enqueue over n = 1..4096 at cap \
-                         1M in the sweep, {} against crate_mapped_trailer",
-                        a.name()
+                         1M in the sweep, {} against {}",
+                        a.name(),
+                        b.name()
                     ),
                 )
             }
@@ -263,11 +292,12 @@ impl TargetId {
     }
 }
 
-/// The ratio of two bandwidths, with the detail the bandwidth targets give.
-fn bandwidth_ratio(x: f64, oracle: f64) -> Option<Value> {
-    Some(Value {
-        measured: x / oracle,
-        detail: format!("{x:.2} / {oracle:.2} GB/s (128 MiB over p50 latency, producer included)"),
+/// The ratio of two bandwidths, with the detail the bandwidth targets give (none where the
+/// second is not positive).
+fn bandwidth_ratio(x: f64, y: f64) -> Option<Value> {
+    (y > 0.0).then(|| Value {
+        measured: x / y,
+        detail: format!("{x:.2} / {y:.2} GB/s (128 MiB over p50 latency, producer included)"),
     })
 }
 
@@ -279,7 +309,7 @@ fn worst_ratio<'a>(
     let mut worst = 0.0f64;
     let mut d = Vec::new();
     for (n, x, y) in pairs {
-        if let (Some(x), Some(y)) = (x, y) {
+        if let (Some(x), Some(y)) = (x.filter(|x| x.measured()), y.filter(|y| y.measured())) {
             let r = x.latency_us.p50 / y.latency_us.p50;
             worst = worst.max(r);
             d.push(format!(
@@ -289,6 +319,24 @@ fn worst_ratio<'a>(
         }
     }
     (worst, d.join("; "))
+}
+
+/// The worst (largest) p50 difference x - y, µs, over the counts that have both measured, and
+/// each count's `n=N: x - y µs = d`, `; `-separated; `None` with no such count.
+fn worst_difference<'a>(
+    pairs: impl Iterator<Item = (usize, Option<&'a PointResult>, Option<&'a PointResult>)>,
+) -> Option<(f64, String)> {
+    let mut worst: Option<f64> = None;
+    let mut d = Vec::new();
+    for (n, x, y) in pairs {
+        if let (Some(x), Some(y)) = (x.filter(|x| x.measured()), y.filter(|y| y.measured())) {
+            let (x, y) = (x.latency_us.p50, y.latency_us.p50);
+            let diff = x - y;
+            worst = Some(worst.map_or(diff, |w| w.max(diff)));
+            d.push(format!("n={n}: {x:.2} - {y:.2} µs = {diff:.2}"));
+        }
+    }
+    Some((worst?, d.join("; ")))
 }
 
 /// How far two approaches' p50 latencies are apart over a sweep.
@@ -396,6 +444,37 @@ mod tests {
         let none = [point(1 << 20, 1, &[("a", 0.0), ("b", 0.0)])];
         assert!(agreement(&none, "a", "b").worst.is_infinite());
         assert_eq!(agreement(&pts, "a", "c").worst, 0.0);
+    }
+
+    #[test]
+    fn the_worst_difference_skips_counts_without_both_measured() {
+        let x = point(M, 1, &[("a", 30.0), ("b", 20.0)]);
+        let y = point(M, 16, &[("a", 10.0), ("b", 12.5)]);
+        let mut z = point(M, 256, &[("a", 90.0), ("b", 20.0)]);
+        // Skipped (no samples): not a measurement of 0 µs.
+        if let Some(b) = z.approaches.get_mut("b") {
+            b.latency_us = Summary::default();
+        }
+        fn pairs<'a>(
+            pts: &[&'a Point],
+        ) -> impl Iterator<Item = (usize, Option<&'a PointResult>, Option<&'a PointResult>)>
+        {
+            pts.iter()
+                .map(|p| (p.n, p.approaches.get("a"), p.approaches.get("b")))
+                .collect::<Vec<_>>()
+                .into_iter()
+        }
+        let (w, d) = worst_difference(pairs(&[&x, &y, &z])).expect("two counts have both");
+        assert_eq!(w, 10.0);
+        assert_eq!(
+            d,
+            "n=1: 30.00 - 20.00 µs = 10.00; n=16: 10.00 - 12.50 µs = -2.50"
+        );
+        // A floor faster everywhere still gives its largest (least negative) distance.
+        assert_eq!(worst_difference(pairs(&[&y])).map(|(w, _)| w), Some(-2.5));
+        assert!(worst_difference(pairs(&[&z])).is_none());
+        let (r, _) = worst_ratio(pairs(&[&x, &z]));
+        assert_eq!(r, 1.5, "the skipped count is left out of a ratio too");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! What a run leaves in `--out`: `compare.json` (the record: every measurement and target; its
 //! fields and target names stay those of the committed runs under `results/`, so runs stay
-//! comparable), `table.txt` (the text report, dated) and `latency.svg` (the plot).
+//! comparable, but for what was added since, each named in the test below: the sized staged
+//! copy's floor, `bare_sized_graph`, and its targets), `table.txt` (the text report, dated) and
+//! `latency.svg` (the plot).
 use crate::data::{Costs, Evaluation, GridProbe, LoopResult, Machine, Measurements, Point};
 use crate::data::{SeedCallback, Target};
 use crate::stats::Summary;
@@ -122,7 +124,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// The newest committed harness run: the record must keep its fields and targets, so
-    /// that runs stay comparable.
+    /// that runs stay comparable (what changed since is listed in the test).
     const COMMITTED: &str =
         include_str!("../../results/2026-12-02/harness-b14fca7/run-1/compare.json");
 
@@ -208,14 +210,60 @@ mod tests {
         for f in floor {
             assert!(a.contains(f) && !b.contains(f), "{f}");
         }
-        for list in ["targets", "variant_ratios"] {
-            assert_eq!(
-                targets_of(&ours, list),
-                targets_of(&committed, list),
-                "{list}"
-            );
+        // The sized copy's three oracle targets became distances to its floor; the oracle
+        // ratios moved to the variants with their limits, beside the floor's own.
+        let replaced: [(&str, (&str, f64, &str)); 3] = [
+            (
+                "n 1..64K, cap 1M: crate_staged_sized p50 / oracle p50 (worst n)",
+                (
+                    "n 1..64K, cap 1M: crate_staged_sized p50 minus bare_sized_graph p50, µs (worst n)",
+                    2.0,
+                    "<=",
+                ),
+            ),
+            (
+                "n 16M: crate_staged_sized bandwidth / oracle",
+                ("n 16M: crate_staged_sized bandwidth / bare_sized_graph", 0.98, ">="),
+            ),
+            (
+                "one enqueue, host cost p50 µs: crate_staged_sized minus crate (same run)",
+                (
+                    "one enqueue, host cost p50 µs: crate_staged_sized minus crate_staged (same run)",
+                    1.5,
+                    "<=",
+                ),
+            ),
+        ];
+        let committed_targets = targets_of(&committed, "targets");
+        let moved: Vec<(String, f64, String)> = committed_targets
+            .iter()
+            .filter(|t| replaced.iter().any(|(old, _)| *old == t.0))
+            .cloned()
+            .collect();
+        assert_eq!(moved.len(), 3, "{committed_targets:?}");
+        let want: Vec<(String, f64, String)> = committed_targets
+            .into_iter()
+            .map(|t| match replaced.iter().find(|(old, _)| *old == t.0) {
+                Some((_, (name, limit, cmp))) => (name.to_string(), *limit, cmp.to_string()),
+                None => t,
+            })
+            .collect();
+        assert_eq!(targets_of(&ours, "targets"), want);
+        let floor_ratio = (
+            "n 1..64K, cap 1M: bare_sized_graph p50 / oracle p50 (worst n)".to_string(),
+            1.15,
+            "<=".to_string(),
+        );
+        let ours_variants = targets_of(&ours, "variant_ratios");
+        for v in moved.iter().chain([&floor_ratio]) {
+            assert!(ours_variants.contains(v), "{v:?} in {ours_variants:?}");
         }
+        let others: Vec<_> = ours_variants
+            .into_iter()
+            .filter(|v| !moved.contains(v) && *v != floor_ratio)
+            .collect();
+        assert_eq!(others, targets_of(&committed, "variant_ratios"));
         assert_eq!(e.targets.len(), 24);
-        assert_eq!(e.variants.len(), 15);
+        assert_eq!(e.variants.len(), 15 + 4);
     }
 }

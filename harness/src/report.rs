@@ -118,7 +118,7 @@ pub fn text(m: &Measurements, e: &Evaluation) -> String {
     text.push_str("\nTargets (crate = crate_mapped_trailer, the default)\n");
     text.push_str(&targets_table(&e.targets));
     text.push_str(&misses(&e.targets));
-    text.push_str("\nThe same ratios for the other modes (informational)\n");
+    text.push_str("\nThe same ratios for the other modes, and comparisons kept on record beside a target (informational)\n");
     text.push_str(&targets_table(&e.variants));
     text
 }
@@ -300,7 +300,7 @@ mod tests {
             "The seed's callback",
             "Host cost of one call",
             "Targets (crate = crate_mapped_trailer, the default)",
-            "The same ratios for the other modes (informational)",
+            "The same ratios for the other modes, and comparisons kept on record beside a target (informational)",
         ] {
             assert!(t.contains(heading), "{heading}");
         }

@@ -1,8 +1,8 @@
 //! Why a target missed, told from the run's own numbers. Each target's row names its
 //! explanation ([`Why`]); nothing is chosen by matching a target's name.
 use crate::costs;
-use crate::data::{size, Measurements, M};
-use crate::metric::{self, TargetId, CRATE};
+use crate::data::{self, size, Measurements, M};
+use crate::metric::{self, TargetId, CRATE, UP_TO_64K};
 use crate::select::Sel;
 use crate::sweep::{Approach, SMALL_NS};
 
@@ -35,8 +35,16 @@ pub enum Why {
     /// The sized staged copy: a graph launch of the pack and a SWITCH node whose body copies
     /// the count's size class, against the oracle's one copy.
     SizedCopy,
+    /// The sized staged readback against its floor, the same graph launched alone (p50
+    /// distance up to 64K): what the readback engine adds, split into the host's enqueue and
+    /// wait.
+    SizedOverFloor,
+    /// The sized staged readback's bandwidth at 16M against its floor's: the same pack and body
+    /// copy, so what the engine adds beyond its host work is device time.
+    SizedBandwidthOverFloor,
     /// The sized staged enqueue sets the graph's kernel node and launches the graph, where
-    /// the mapped enqueue launches one kernel.
+    /// the mapped enqueue launches one kernel and the whole-slot staged one a kernel and a
+    /// copy.
     EnqueueGraph,
     /// The seed loop with little CPU work, the sized staged copy: the wait holds the graph
     /// (pack, then the copy of the count's class) and an event wake.
@@ -154,13 +162,17 @@ impl Why {
                     return pack;
                 }
                 // The same pack then a stream copy of the slot: what is left is the graph's copy.
+                let bare = Approach::StagedSizedBare;
                 format!(
                     "{pack}; {} (the same pack, then one stream copy of the slot) took {:.1} µs: the \
                      rest is the graph's body copy, which moves the same bytes more slowly than a \
-                     stream copy (the bare graph without the library: 0.919 of the oracle's \
-                     bandwidth, scripts/probes/sized_copy_probe.cu)",
+                     stream copy: {} (the library's graph launched alone, without the readback) \
+                     took {:.1} µs in this run, {:.3} of the oracle's bandwidth",
                     Approach::Staged.name(),
                     lat(16 * M, 16 * M, Approach::Staged),
+                    bare.name(),
+                    lat(16 * M, 16 * M, bare),
+                    lat(16 * M, 16 * M, Approach::Oracle) / lat(16 * M, 16 * M, bare),
                 )
             }
             Why::SizedCopy => {
@@ -168,10 +180,16 @@ impl Why {
                     TargetId::UpTo64K(a, b) => (a, b),
                     _ => (Approach::StagedSized, Approach::Oracle),
                 };
+                let bare = Approach::StagedSizedBare;
                 let at = |n: usize| {
+                    let floor = if a == bare {
+                        String::new()
+                    } else {
+                        format!(", {} {:.2}", bare.name(), lat(M, n, bare))
+                    };
                     format!(
-                        "n = {}: {} {:.2} µs, {} {:.2}, crate_staged (whole slot) {:.2}, producer \
-                         alone {:.2}",
+                        "n = {}: {} {:.2} µs, {} {:.2}{floor}, crate_staged (whole slot) {:.2}, \
+                         producer alone {:.2}",
                         size(n),
                         a.name(),
                         lat(M, n, a),
@@ -181,34 +199,109 @@ impl Why {
                         lat(M, n, Approach::ProducerOnly),
                     )
                 };
+                let who = if a == bare {
+                    "The bare graph (the library's sized-copy graph without the readback) is one \
+                     graph launch"
+                } else {
+                    "The sized staged readback launches one graph"
+                };
                 format!(
-                    "{}; {}; {}. The sized staged readback launches one graph (the pack kernel node, \
-                     then a SWITCH node whose body copies the header and the count's power-of-two \
-                     class of rows, at most twice the count) where the oracle issues one copy of \
-                     exactly n: the pack's device-to-device pass, the graph's node-to-node latency \
-                     and up to 2x the bytes are what it adds",
+                    "{}; {}; {}. {who} (the pack kernel node, then a SWITCH node whose body copies \
+                     the header and the count's power-of-two class of rows, at most twice the \
+                     count) where the oracle issues one copy of exactly n: the pack's \
+                     device-to-device pass, the graph's node-to-node latency and up to 2x the bytes \
+                     are what it adds",
                     at(1),
                     at(4096),
                     at(65536),
                 )
             }
+            Why::SizedOverFloor => {
+                let (a, b) = match id {
+                    TargetId::UpTo64KOver(a, b) => (a, b),
+                    _ => (Approach::StagedSized, Approach::StagedSizedBare),
+                };
+                let over = |n: usize| lat(M, n, a) - lat(M, n, b);
+                let n = UP_TO_64K
+                    .iter()
+                    .copied()
+                    .max_by(|&x, &y| over(x).total_cmp(&over(y)))
+                    .unwrap_or(1);
+                let part = |a: Approach| {
+                    data::at(&m.sweep, M, n, a.name())
+                        .map_or((f64::NAN, f64::NAN), |x| (x.enqueue_us.p50, x.wait_us.p50))
+                };
+                let ((ea, wa), (eb, wb)) = (part(a), part(b));
+                format!(
+                    "at n = {}: {} {:.2} µs p50, {} (the same graph and kernel launched alone, no \
+                     readback engine) {:.2}, {:.2} µs apart; oracle {:.2}. On the host the enqueue \
+                     took {ea:.2} µs p50 against {eb:.2} (the readback's checks, its slot's lease, \
+                     the ticket and the slot's event record around the same \
+                     cuGraphExecKernelNodeSetParams and cuGraphLaunch, against that event record \
+                     alone), the wait {wa:.2} against {wb:.2} (the ticket's wait on the slot's \
+                     event and the trailer's decode, against an event synchronize and the same \
+                     decode): {:.2} µs of the distance is the enqueue, {:.2} the wait",
+                    size(n),
+                    a.name(),
+                    lat(M, n, a),
+                    b.name(),
+                    lat(M, n, b),
+                    over(n),
+                    lat(M, n, Approach::Oracle),
+                    ea - eb,
+                    wa - wb,
+                )
+            }
+            Why::SizedBandwidthOverFloor => {
+                let (a, b) = match id {
+                    TargetId::Bandwidth16MOver(a, b) => (a, b),
+                    _ => (Approach::StagedSized, Approach::StagedSizedBare),
+                };
+                let big = |a: Approach| lat(16 * M, 16 * M, a);
+                format!(
+                    "at n = 16M, cap 16M: {} {:.1} µs p50, {} {:.1}, {:.1} µs apart; crate_staged \
+                     (the same pack, then one stream copy of the slot) {:.1}, oracle {:.1}. Both run \
+                     the same pack kernel and the same graph body copy of the whole slot; the \
+                     readback's fixed cost over the bare graph is {:.2} µs at n = 1 (cap 1M: {} \
+                     {:.2} against {:.2}), so the rest of the gap is device time that grows with \
+                     the bytes: the same 128 MiB packed and copied more slowly in the readback's \
+                     graph than in the bare one in this run",
+                    a.name(),
+                    big(a),
+                    b.name(),
+                    big(b),
+                    big(a) - big(b),
+                    big(Approach::Staged),
+                    big(Approach::Oracle),
+                    lat(M, 1, a) - lat(M, 1, b),
+                    a.name(),
+                    lat(M, 1, a),
+                    lat(M, 1, b),
+                )
+            }
             Why::EnqueueGraph => {
                 let costs = crate::sweep::enqueue_cost_small_n(&m.sweep);
                 let p = |a: Approach| costs.get(a.name()).map_or(f64::NAN, |s| s.max);
-                let a = match id {
-                    TargetId::EnqueueOverCrate(a) => a,
-                    _ => Approach::StagedSized,
+                let (a, b) = match id {
+                    TargetId::EnqueueOver(a, b) => (a, b),
+                    _ => (Approach::StagedSized, Approach::Staged),
                 };
                 format!(
-                    "worst enqueue p50 over n = 1..4096: {} {:.2} µs, crate_staged (a kernel launch \
-                     and a copy) {:.2}, crate {:.2}: the sized staged enqueue sets the slot's graph's \
-                     kernel node (cuGraphExecKernelNodeSetParams, the 408-byte parameter) and \
-                     launches the graph (cuGraphLaunch), where the mapped one launches one kernel; \
-                     cuEventRecord {:.2} µs is common to both",
+                    "worst enqueue p50 over n = 1..4096: {} {:.2} µs, {:.2} over {}; crate_staged \
+                     (a kernel launch and a copy) {:.2}, crate {:.2}, {} (the graph's two driver \
+                     calls and an event record, without the readback) {:.2}: the sized staged \
+                     enqueue sets the slot's graph's kernel node (cuGraphExecKernelNodeSetParams: \
+                     the pack's parameter and the conditional handle) and launches the graph \
+                     (cuGraphLaunch), where the mapped one launches one kernel and the whole-slot \
+                     staged one a kernel and a copy; cuEventRecord {:.2} µs is common to all",
                     a.name(),
                     p(a),
+                    p(a) - p(b),
+                    if b == CRATE { "crate" } else { b.name() },
                     p(Approach::Staged),
                     p(CRATE),
+                    Approach::StagedSizedBare.name(),
+                    p(Approach::StagedSizedBare),
                     call(costs::EVENT_RECORD),
                 )
             }
