@@ -91,21 +91,28 @@ pub const SPECS: &[Spec] = &[
     target(Bandwidth16M(A::MappedTrailer), AtLeast(0.95), W::MappedStores),
     target(Bandwidth16M(A::Staged), AtLeast(0.97), W::StagedPack),
     // The staged transport's sized copy (a SWITCH node picks the copy on the device), against
-    // its floor measured in the same run: the library's graph launched alone, without the
-    // readback engine (bare_sized_graph), which is itself 1.75-1.83x the oracle at small n
-    // (scripts/probes/sized_copy_probe.cu), so the oracle limits (1.15x at n <= 64K,
-    // 0.97 of its bandwidth at 16M, 2.5 µs over the mapped enqueue) cannot be met by this
-    // mechanism: at most 2 µs over the floor at every n up to 64K, 0.98 of its bandwidth at
-    // 16M, at most 1.5 µs of host cost over the whole-slot staged enqueue, and the seed loop's
-    // gain. The oracle ratios stay on record as variants, the floor's own among them.
+    // its floor measured in the same run: the library's graph and kernel launched alone,
+    // without the readback engine (bare_sized_graph). That floor is itself about 2x the oracle
+    // at small n and 0.92 of its bandwidth at 16M on the H200 (the harness runs of 24361c0;
+    // scripts/probes/sized_copy_probe.cu, with a minimal pack, 1.75-1.83x), so the issue's
+    // oracle limits (1.15x at n <= 64K, 0.97 of its bandwidth at 16M, 2.5 µs over the mapped
+    // enqueue) cannot be met by this mechanism. The targets: what the readback adds to its
+    // graph (at most 2 µs of latency at every n up to 64K, 0.98 of its bandwidth at 16M); the
+    // graph itself guarded against regressions of the shared pack and graph (at most 2.2x the
+    // oracle, at least 0.90 of its bandwidth: about 7% and 2.5% beyond the first three runs'
+    // worst, 2.06 and 0.922); at most 1.5 µs of host cost over the whole-slot staged enqueue;
+    // and the seed loop's gain. The oracle ratios stay on record as variants, and so does the
+    // enqueue's cost over the bare graph's launch.
     target(UpTo64KOver(A::StagedSized, A::StagedSizedBare), AtMost(2.0), W::SizedOverFloor),
     target(Bandwidth16MOver(A::StagedSized, A::StagedSizedBare), AtLeast(0.98), W::SizedBandwidthOverFloor),
+    target(UpTo64K(A::StagedSizedBare, A::Oracle), AtMost(2.2), W::SizedCopy),
+    target(Bandwidth16M(A::StagedSizedBare), AtLeast(0.90), W::StagedPack),
     target(EnqueueOver(A::StagedSized, A::Staged), AtMost(1.5), W::EnqueueGraph),
     target(SeedLoop(A::StagedSized, 200, 5), AtLeast(1.8), W::LoopSized),
     variant(UpTo64K(A::StagedSized, A::Oracle), AtMost(1.15), W::SizedCopy),
-    variant(UpTo64K(A::StagedSizedBare, A::Oracle), AtMost(1.15), W::SizedCopy),
     variant(Bandwidth16M(A::StagedSized), AtLeast(0.97), W::StagedPack),
     variant(EnqueueOver(A::StagedSized, CRATE), AtMost(2.5), W::EnqueueGraph),
+    variant(EnqueueOver(A::StagedSized, A::StagedSizedBare), AtMost(1.5), W::EnqueueGraph),
     // The seed's loop: cycles per second against sync's.
     target(SeedLoop(A::MappedTrailer, 200, 5), AtLeast(1.8), W::LoopNoOverlap),
     target(SeedLoop(A::Staged, 200, 5), AtLeast(1.8), W::LoopLittleCpu),
@@ -195,7 +202,7 @@ mod tests {
         m.seed_loop.clear();
         let e = evaluate(&m);
         assert!(e.targets.iter().all(|t| !t.name.starts_with("seed loop")));
-        assert_eq!(e.targets.len(), 24 - 6);
+        assert_eq!(e.targets.len(), 26 - 6);
     }
 
     #[test]
@@ -316,18 +323,42 @@ mod tests {
         let m = fixture::measurements();
         let e = evaluate(&m);
         // The sized readback and its floor are both far from the oracle at small n, as on the
-        // GPU: the oracle limits miss, and say why, in the informational list only.
-        for (a, worst) in [(SIZED, 25.0 / 14.0), (BARE, 23.5 / 14.0)] {
-            let name = format!("n 1..64K, cap 1M: {a} p50 / oracle p50 (worst n)");
-            assert!(e.targets.iter().all(|t| t.name != name), "{name}");
-            let v = find(&e.variants, &name);
-            assert!(!v.holds && v.limit == 1.15, "{v:?}");
-            assert!((v.measured - worst).abs() < 1e-5, "{v:?}");
-            assert!(v.detail.starts_with("n=1: "), "{}", v.detail);
-            let why = v.why.as_deref().expect("a miss has a why");
-            assert!(why.contains("SWITCH"), "{why}");
-            assert_eq!(why.contains("The bare graph ("), a == BARE, "{why}");
-        }
+        // GPU: the readback's oracle limit misses, and says why, in the informational list
+        // only; the floor is held to 2.2x the oracle as a target (a guard on the shared pack
+        // and graph), which the fixture's 1.68x meets.
+        let sized = "n 1..64K, cap 1M: crate_staged_sized p50 / oracle p50 (worst n)";
+        assert!(e.targets.iter().all(|t| t.name != sized), "{sized}");
+        let v = find(&e.variants, sized);
+        assert!(!v.holds && v.limit == 1.15, "{v:?}");
+        assert!((v.measured - 25.0 / 14.0).abs() < 1e-5, "{v:?}");
+        assert!(v.detail.starts_with("n=1: "), "{}", v.detail);
+        let why = v.why.as_deref().expect("a miss has a why");
+        assert!(
+            why.contains("SWITCH") && !why.contains("The bare graph ("),
+            "{why}"
+        );
+        let bare = "n 1..64K, cap 1M: bare_sized_graph p50 / oracle p50 (worst n)";
+        assert!(e.variants.iter().all(|t| t.name != bare), "{bare}");
+        let t = find(&e.targets, bare);
+        assert!(t.holds && t.limit == 2.2, "{t:?}");
+        assert!((t.measured - 23.5 / 14.0).abs() < 1e-5, "{t:?}");
+        // The floor's bandwidth guard: the fixture's floor at 16M against the oracle.
+        let t = find(&e.targets, "n 16M: bare_sized_graph bandwidth / oracle");
+        let ratio =
+            fixture::latency("oracle", 16 * M, 16 * M) / fixture::latency(BARE, 16 * M, 16 * M);
+        assert!(
+            t.holds == (ratio >= 0.90) && t.limit == 0.90 && (t.measured - ratio).abs() < 1e-9,
+            "{t:?}"
+        );
+        // Past 2.2x the oracle at n = 1, the guard misses and says why, naming the bare graph.
+        let mut m = fixture::measurements();
+        result(&mut m, M, 1, BARE).latency_us.p50 = 2.5 * fixture::latency("oracle", M, 1);
+        let missed = evaluate(&m);
+        let t = find(&missed.targets, bare);
+        assert!(!t.holds && (t.measured - 2.5).abs() < 1e-9, "{t:?}");
+        let why = t.why.as_deref().expect("a miss has a why");
+        assert!(why.contains("The bare graph ("), "{why}");
+        let e = evaluate(&fixture::measurements());
         let v = find(&e.variants, "n 16M: crate_staged_sized bandwidth / oracle");
         let ratio =
             fixture::latency("oracle", 16 * M, 16 * M) / fixture::latency(SIZED, 16 * M, 16 * M);
@@ -416,6 +447,8 @@ mod tests {
             "n 1..64K, cap 1M: crate_staged_sized p50 minus bare_sized_graph p50, µs (worst n)",
             "n 16M: crate_staged_sized bandwidth / bare_sized_graph",
             "n 1..64K, cap 1M: bare_sized_graph p50 / oracle p50 (worst n)",
+            "n 16M: bare_sized_graph bandwidth / oracle",
+            "one enqueue, host cost p50 µs: crate_staged_sized minus bare_sized_graph (same run)",
         ] {
             assert!(!all.contains(&gone), "{gone}");
         }
@@ -424,7 +457,7 @@ mod tests {
             &"one enqueue, host cost p50 µs: crate_staged_sized minus crate_staged (same run)"
         ));
         assert!(all.contains(&"n 1..64K, cap 1M: crate_staged_sized p50 / oracle p50 (worst n)"));
-        assert_eq!(e.targets.len(), 24 - 2);
+        assert_eq!(e.targets.len(), 26 - 4);
     }
 
     #[test]

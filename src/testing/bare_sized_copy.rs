@@ -106,14 +106,13 @@ impl BareSizedCopy {
     /// that many of the `len` `f64` rows at `rows` into the staging slot, with trailer sequence
     /// number `seq`; the SWITCH node then copies the count's size class of rows, and the
     /// trailer, into the host slot. Sets the graph's kernel node parameters and launches the
-    /// graph: the driver calls of a sized readback's enqueue, nothing else.
+    /// graph: the driver calls of a sized readback's enqueue, nothing else. Dropping `self`
+    /// waits for a launch still in flight (it synchronizes the whole context).
     ///
     /// # Safety
     /// - `self`'s context is current on this thread and `stream` is a live stream of it;
     /// - `rows` holds `len` `f64` and `count` one `i32`, device memory of that context, and
     ///   both stay valid, and unwritten by other work, until the launch has run;
-    /// - `self` is not dropped before the launch has run (its drop synchronizes the context,
-    ///   which covers a launch still in flight, but a stream that never finishes hangs it);
     /// - no other launch of `self` is in flight: the one slot is reused (wait for each launch
     ///   before the next).
     pub unsafe fn launch(
@@ -131,11 +130,12 @@ impl BareSizedCopy {
             RawCount::i32(count),
             SlotAt::Host { seq, slot: 0 },
         );
-        self.last = (seq, len);
         // SAFETY: per this function's contract: the context is current, `stream` is its,
         // nothing else launches the one slot's graph, and the rows and count stay valid until
         // the pack has run; the slots and sync record are self's.
-        unsafe { self.sized.launch(stream, 0, p) }
+        unsafe { self.sized.launch(stream, 0, p)? };
+        self.last = (seq, len);
+        Ok(())
     }
 
     /// The count the last launch read back, decoded from the host slot's trailer as a
@@ -144,7 +144,8 @@ impl BareSizedCopy {
     ///
     /// Meaningful only once the last launch's completion was waited for (an event recorded
     /// after it, synchronized): before that the trailer may be the previous launch's, or be
-    /// landing.
+    /// landing. Safe all the same: the trailer is read as the engine polls a slot's, as plain
+    /// integers by volatile reads, and a trailer read too early gives a wrong count or an error.
     pub fn count(&self) -> Result<usize> {
         let (seq, len) = self.last;
         let fill = Fill::Pack {
@@ -158,14 +159,17 @@ impl BareSizedCopy {
     /// The first [`Self::count`] rows of the host slot (at most the capacity), or the count's
     /// error.
     ///
-    /// Meaningful only once the last launch's completion was waited for, as for
-    /// [`Self::count`]: before that the copy may still be landing in them.
-    pub fn rows(&self) -> Result<&[f64]> {
+    /// # Safety
+    /// The last launch (if any) has completed: an event recorded after it on its stream, or
+    /// the stream, was synchronized. Before that the graph's copy may still be writing the rows
+    /// the slice would borrow.
+    pub unsafe fn rows(&self) -> Result<&[f64]> {
         let n = self.count()?.min(self.capacity());
         let p = self.host.host_ptr().cast::<f64>();
         // SAFETY: the column starts at offset 0 of the slot (page-aligned pinned memory, so
-        // 8-byte aligned) and holds `capacity` >= n f64; the memory lives as long as self, and
-        // `launch` takes `&mut self`, so no launch is enqueued while the slice is borrowed.
+        // 8-byte aligned) and holds `capacity` >= n f64; the memory lives as long as self; no
+        // copy is writing it (the last launch completed, per the contract), and `launch` takes
+        // `&mut self`, so none is enqueued while the slice is borrowed.
         Ok(unsafe { std::slice::from_raw_parts(p, n) })
     }
 
@@ -187,8 +191,9 @@ impl BareSizedCopy {
 
 impl Drop for BareSizedCopy {
     fn drop(&mut self) {
-        // A launch still in flight would copy into the buffers freed next: wait for it (for
-        // every launch of the context) first; an error leaves nothing better to do.
+        // A launch still in flight would copy into the buffers freed next: wait for it first,
+        // by synchronizing the whole context (all of its work, not only this copy's: a test
+        // floor may be heavy-handed); an error leaves nothing better to do.
         let _ = driver::bind(&self.ctx);
         let _ = self.ctx.synchronize();
     }

@@ -519,7 +519,8 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     );
     ensure!(bare.capacity() == capacity);
     // Before any launch the zeroed slot has no trailer.
-    ensure!(bare.count().is_err() && bare.rows().is_err());
+    // SAFETY: no launch yet.
+    ensure!(bare.count().is_err() && unsafe { bare.rows() }.is_err());
     let rows = src.a.device_ptr(&stream).0;
     let mut seq = 0u64;
     let mut run = |bare: &mut BareSizedCopy, count: i32, len: usize| -> Result<()> {
@@ -540,10 +541,9 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
             "count {:?} != {count}",
             bare.count()
         );
-        ensure!(
-            bare.rows()? == &src.ha[..count],
-            "rows of count {count} differ"
-        );
+        // SAFETY: `run` synchronized the stream after the launch.
+        let rows = unsafe { bare.rows()? };
+        ensure!(rows == &src.ha[..count], "rows of count {count} differ");
     }
     run(&mut bare, capacity as i32 + 1, capacity + 100)?;
     match bare.count() {
@@ -565,11 +565,14 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
         other => bail!("past the source: {other:?}"),
     }
     run(&mut bare, -3, capacity)?;
-    match bare.rows() {
+    // SAFETY: `run` synchronized the stream after the launch (and below).
+    match unsafe { bare.rows() } {
         Err(Error::NegativeCount { count: -3 }) => {}
         other => bail!("negative: {other:?}"),
     }
     run(&mut bare, 17, capacity)?;
-    ensure!(bare.rows()? == &src.ha[..17]);
+    // SAFETY: as above.
+    let rows = unsafe { bare.rows()? };
+    ensure!(rows == &src.ha[..17]);
     Ok(())
 }
