@@ -732,6 +732,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_skipped_approach_has_no_bandwidth_and_no_enqueue_cost() {
+        let mut m = crate::fixture::measurements();
+        let bare = Approach::StagedSizedBare.name();
+        let (bw, cost) = (bandwidth_16m(&m.sweep), enqueue_cost_small_n(&m.sweep));
+        assert!(
+            bw[bare] > 0.0 && cost[bare].samples == SMALL_NS.len(),
+            "{cost:?}"
+        );
+        for p in &mut m.sweep {
+            if let Some(x) = p.approaches.get_mut(bare) {
+                // What the sweep records for an approach this machine cannot run.
+                *x = crate::data::Samples {
+                    error: Some("skipped".into()),
+                    ..Default::default()
+                }
+                .summarize(p.n);
+            }
+        }
+        let (bw, cost) = (bandwidth_16m(&m.sweep), enqueue_cost_small_n(&m.sweep));
+        assert!(!bw.contains_key(bare), "{bw:?}");
+        assert_eq!(cost[bare].samples, 0, "{cost:?}");
+        // The others keep theirs.
+        let sized = Approach::StagedSized.name();
+        assert!(bw[sized] > 0.0 && cost[sized].samples == SMALL_NS.len());
+    }
+
+    #[test]
     fn names_are_distinct_and_each_copying_approach_has_its_destination() {
         let names: std::collections::BTreeSet<&str> =
             Approach::ALL.iter().map(|a| a.name()).collect();
