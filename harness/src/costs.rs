@@ -31,9 +31,14 @@ pub const EVENT_QUERY: &str = "cuEventQuery (completed event)";
 pub const POINTER_ATTRIBUTES: &str = "cuPointerGetAttributes";
 /// One 8-byte device-to-host copy's enqueue.
 pub const SMALL_COPY: &str = "cuMemcpyDtoHAsync (8 bytes)";
+/// The crate's safe enqueue on its staged readback with the sized copy, idle stream.
+pub const ENQUEUE_SIZED: &str = "Readback::enqueue, staged sized copy (safe API)";
+/// The driver calls of one sized staged enqueue and nothing else.
+pub const SIZED_DRIVER_FLOOR: &str =
+    "driver floor of one sized staged enqueue (6 calls, idle stream)";
 
 /// Every call [`measure`] times (the keys of [`Costs::calls`]).
-pub const CALLS: [&str; 10] = [
+pub const CALLS: [&str; 12] = [
     ENQUEUE,
     ENQUEUE_AFTER_LAUNCH,
     ENQUEUE_RAW,
@@ -44,6 +49,8 @@ pub const CALLS: [&str; 10] = [
     EVENT_QUERY,
     POINTER_ATTRIBUTES,
     SMALL_COPY,
+    ENQUEUE_SIZED,
+    SIZED_DRIVER_FLOOR,
 ];
 
 /// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1). `floor` is
@@ -143,6 +150,40 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         // SAFETY: h_data holds max_n pinned doubles, d_data max_n device doubles.
         unsafe { cuda::dtoh(h.cast(), rig.d_data(), 8, s)? };
         time(SMALL_COPY, t0);
+        rig.drain()?;
+
+        // The staged readback with the sized copy, alone, and the driver calls it makes, as
+        // the crate makes them: the current context, the capture check, the stream id, the
+        // slot's graph's kernel node set and the graph launched (those two by the bare graph,
+        // the harness's floor of the sized copy), the slot's event. (A driver without the
+        // graph has no sized readback either: the rig is not built there.)
+        rig.produce(1)?;
+        rig.drain()?;
+        let t0 = Instant::now();
+        let t = rig.enqueue(rig.staged_sized(cap)?)?;
+        time(ENQUEUE_SIZED, t0);
+        anyhow::ensure!(t.wait()?.count() == 1, "sized enqueue cost: wrong count");
+        drop(t);
+        rig.drain()?;
+        let seq = rig.produce(1)?;
+        rig.drain()?;
+        let t0 = Instant::now();
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        let mut capturing = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0u64;
+        // SAFETY: valid out-pointers, a live stream; the context is current (bound by main)
+        // and the bare graph's last launch was drained; a live event of the current context.
+        unsafe {
+            cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
+            cuda::check(
+                sys::cuStreamIsCapturing(s, &mut capturing),
+                "cuStreamIsCapturing",
+            )?;
+            cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")?;
+            rig.launch_bare_sized(cap, seq)?;
+            cuda::record(ev.0, s)?;
+        }
+        time(SIZED_DRIVER_FLOOR, t0);
         rig.drain()?;
     }
     Ok(Costs {

@@ -109,6 +109,8 @@ pub fn measurements() -> Measurements {
                     costs::ENQUEUE => 3.0,
                     costs::ENQUEUE_AFTER_LAUNCH => 4.0,
                     costs::DRIVER_FLOOR => 2.7,
+                    costs::ENQUEUE_SIZED => 4.3,
+                    costs::SIZED_DRIVER_FLOOR => 3.9,
                     _ => 0.5,
                 };
                 (k, summary(400, p50))

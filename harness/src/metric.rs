@@ -66,6 +66,9 @@ pub enum TargetId {
     EnqueueOverFloor,
     /// The safe enqueue alone on an idle stream, p50 µs.
     EnqueueAlone,
+    /// The safe enqueue on the staged readback with the sized copy, alone on an idle stream,
+    /// minus its driver calls' floor (the bare sized graph's launch among them), p50 µs.
+    EnqueueSizedOverFloor,
     /// The oracle measured the harness's way and the criterion bench's way: the larger p50
     /// over the smaller, worst point.
     OracleAgreement,
@@ -155,6 +158,10 @@ impl fmt::Display for TargetId {
             TargetId::EnqueueAlone => {
                 write!(f, "one enqueue, host cost p50 µs, alone (idle stream)")
             }
+            TargetId::EnqueueSizedOverFloor => write!(
+                f,
+                "one sized staged enqueue alone: host cost over its driver floor, µs p50"
+            ),
             TargetId::OracleAgreement => write!(
                 f,
                 "oracle p50: harness way vs criterion bench's way, larger / smaller (worst point)"
@@ -265,6 +272,17 @@ impl TargetId {
                     e - f,
                     format!(
                         "{e:.2} - {f:.2} µs: what the crate adds to the driver calls it makes"
+                    ),
+                )
+            }
+            TargetId::EnqueueSizedOverFloor => {
+                let e = m.costs.calls.get(costs::ENQUEUE_SIZED)?.p50;
+                let f = m.costs.calls.get(costs::SIZED_DRIVER_FLOOR)?.p50;
+                value(
+                    e - f,
+                    format!(
+                        "{e:.2} - {f:.2} µs: what the crate adds to the driver calls of a sized \
+                         staged enqueue"
                     ),
                 )
             }

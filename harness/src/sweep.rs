@@ -385,6 +385,27 @@ impl Rig {
         Ok(&self.rbs(cap)?.mapped_trailer)
     }
 
+    /// The crate's staged readback with the sized copy, of capacity `cap`.
+    pub fn staged_sized(&self, cap: usize) -> Result<&Readback<f64>> {
+        Ok(&self.rbs(cap)?.staged_sized)
+    }
+
+    /// Launches the bare sized-copy graph of capacity `cap` (its kernel node set and the graph
+    /// launched, nothing else) over the rig's data on its stream, with sequence number `seq`;
+    /// an error where this driver cannot have the graph.
+    ///
+    /// # Safety
+    /// The rig's context is current on this thread, and the graph's previous launch has
+    /// completed (the stream was drained or its event synchronized).
+    pub unsafe fn launch_bare_sized(&mut self, cap: usize, seq: u64) -> Result<()> {
+        let (s, dd, dc, len) = (self.stream(), self.d_data_ptr, self.d_count_ptr, self.max_n);
+        let bare = self.bare_sized(cap)?;
+        // SAFETY: per the contract; dd holds max_n doubles and dc one i32 of the context,
+        // rewritten only by a later producer launch on the same stream.
+        unsafe { bare.launch(s, dd, len, dc, seq)? };
+        Ok(())
+    }
+
     /// Enqueues a readback of the rig's data through the crate's safe API.
     pub fn enqueue(&self, rb: &Readback<f64>) -> Result<Ticket<f64>> {
         Ok(rb.enqueue(&self.stream, &self.d_data, &self.d_count)?)

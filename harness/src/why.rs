@@ -62,6 +62,8 @@ pub enum Why {
     AppendCalls,
     /// The enqueue's driver calls, against their floor.
     EnqueueCalls,
+    /// The sized staged enqueue's driver calls, against their floor.
+    EnqueueSizedCalls,
     /// What the oracle agreement guards (whether it holds), and its worst point.
     OracleAgreement,
 }
@@ -356,6 +358,18 @@ impl Why {
                 call(costs::DRIVER_FLOOR),
                 call(costs::ENQUEUE) - call(costs::DRIVER_FLOOR),
                 call(costs::PRODUCER_LAUNCH),
+                call(costs::EVENT_RECORD),
+            ),
+            Why::EnqueueSizedCalls => format!(
+                "alone on an idle stream the safe enqueue on the staged readback with the sized copy \
+                 cost {:.2} µs p50 in this run; the driver calls it makes, timed alone in the same \
+                 run (current context, capture check, stream id, the bare sized graph's kernel node \
+                 set and graph launch, the event record), cost {:.2} µs p50: the crate adds {:.2} \
+                 µs to its floor (the mapped enqueue {:.2} to its own); cuEventRecord {:.2}",
+                call(costs::ENQUEUE_SIZED),
+                call(costs::SIZED_DRIVER_FLOOR),
+                call(costs::ENQUEUE_SIZED) - call(costs::SIZED_DRIVER_FLOOR),
+                call(costs::ENQUEUE) - call(costs::DRIVER_FLOOR),
                 call(costs::EVENT_RECORD),
             ),
             Why::OracleAgreement if holds => ORACLE_AGREEMENT_GUARDS.to_string(),
