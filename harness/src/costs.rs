@@ -3,7 +3,7 @@
 use crate::cuda::{self, Event};
 use crate::data::Costs;
 use crate::stats::Summary;
-use crate::sweep::Rig;
+use crate::sweep::{Approach, Rig};
 use anyhow::Result;
 use sized_readback::cudarc::driver::sys;
 use sized_readback::testing::Kernel;
@@ -155,8 +155,11 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         // The staged readback with the sized copy, alone, and the driver calls it makes, as
         // the crate makes them: the current context, the capture check, the stream id, the
         // slot's graph's kernel node set and the graph launched (those two by the bare graph,
-        // the harness's floor of the sized copy), the slot's event. (A driver without the
-        // graph has no sized readback either: the rig is not built there.)
+        // the harness's floor of the sized copy), the slot's event. Left out where the bare
+        // graph is unavailable (the target is then left out too).
+        if rig.unavailable(Approach::StagedSizedBare, cap).is_some() {
+            continue;
+        }
         rig.produce(1)?;
         rig.drain()?;
         let t0 = Instant::now();

@@ -215,7 +215,7 @@ mod tests {
         );
         let over_floor = (
             "one sized staged enqueue alone: host cost over its driver floor, µs p50".to_string(),
-            0.5,
+            1.0,
             "<=".to_string(),
         );
         let want: Vec<_> = targets_of(&committed, "targets")
