@@ -53,6 +53,23 @@ pub const CALLS: [&str; 12] = [
     SIZED_DRIVER_FLOOR,
 ];
 
+/// The driver calls every enqueue makes before its launch, as the crate makes them: the
+/// current context, the capture check of `s`, its id. Part of both driver floors.
+fn enqueue_prologue(s: sys::CUstream) -> Result<()> {
+    let mut current: sys::CUcontext = std::ptr::null_mut();
+    let mut capturing = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    // SAFETY: valid out-pointers; `s` is a live stream of the current context.
+    unsafe {
+        cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
+        cuda::check(
+            sys::cuStreamIsCapturing(s, &mut capturing),
+            "cuStreamIsCapturing",
+        )?;
+        cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")
+    }
+}
+
 /// Times `reps` calls of each kind on the rig's stream (capacity `cap`, count 1). `floor` is
 /// `hx_param408_kernel`, for the driver-call floor of one enqueue.
 pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result<Costs> {
@@ -109,18 +126,10 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
             programmatic: true,
         };
         let t0 = Instant::now();
-        let mut current: sys::CUcontext = std::ptr::null_mut();
-        let mut capturing = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let mut id = 0u64;
-        // SAFETY: valid out-pointers, a live stream; hx_param408_kernel(hx_param408) takes one
-        // 408-byte parameter and reads no memory; a live event of the current context.
+        enqueue_prologue(s)?;
+        // SAFETY: hx_param408_kernel(hx_param408) takes one 408-byte parameter and reads no
+        // memory; a live stream and event of the current context.
         unsafe {
-            cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
-            cuda::check(
-                sys::cuStreamIsCapturing(s, &mut capturing),
-                "cuStreamIsCapturing",
-            )?;
-            cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")?;
             floor.launch(s, shape, &mut args)?;
             cuda::record(ev.0, s)?;
         }
@@ -171,18 +180,10 @@ pub fn measure(rig: &mut Rig, cap: usize, reps: usize, floor: &Kernel) -> Result
         let seq = rig.produce(1)?;
         rig.drain()?;
         let t0 = Instant::now();
-        let mut current: sys::CUcontext = std::ptr::null_mut();
-        let mut capturing = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let mut id = 0u64;
-        // SAFETY: valid out-pointers, a live stream; the context is current (bound by main)
-        // and the bare graph's last launch was drained; a live event of the current context.
+        enqueue_prologue(s)?;
+        // SAFETY: the context is current (bound by main) and the bare graph's last launch was
+        // drained; a live stream and event of the current context.
         unsafe {
-            cuda::check(sys::cuCtxGetCurrent(&mut current), "cuCtxGetCurrent")?;
-            cuda::check(
-                sys::cuStreamIsCapturing(s, &mut capturing),
-                "cuStreamIsCapturing",
-            )?;
-            cuda::check(sys::cuStreamGetId(s, &mut id), "cuStreamGetId")?;
             rig.launch_bare_sized(cap, seq)?;
             cuda::record(ev.0, s)?;
         }

@@ -265,27 +265,18 @@ impl TargetId {
                     ),
                 )
             }
-            TargetId::EnqueueOverFloor => {
-                let e = m.costs.calls.get(costs::ENQUEUE)?.p50;
-                let f = m.costs.calls.get(costs::DRIVER_FLOOR)?.p50;
-                value(
-                    e - f,
-                    format!(
-                        "{e:.2} - {f:.2} µs: what the crate adds to the driver calls it makes"
-                    ),
-                )
-            }
-            TargetId::EnqueueSizedOverFloor => {
-                let e = m.costs.calls.get(costs::ENQUEUE_SIZED)?.p50;
-                let f = m.costs.calls.get(costs::SIZED_DRIVER_FLOOR)?.p50;
-                value(
-                    e - f,
-                    format!(
-                        "{e:.2} - {f:.2} µs: what the crate adds to the driver calls of a sized \
-                         staged enqueue"
-                    ),
-                )
-            }
+            TargetId::EnqueueOverFloor => over_floor(
+                m,
+                costs::ENQUEUE,
+                costs::DRIVER_FLOOR,
+                "the driver calls it makes",
+            ),
+            TargetId::EnqueueSizedOverFloor => over_floor(
+                m,
+                costs::ENQUEUE_SIZED,
+                costs::SIZED_DRIVER_FLOOR,
+                "the driver calls of a sized staged enqueue",
+            ),
             TargetId::EnqueueAlone => {
                 let s = m.costs.calls.get(costs::ENQUEUE)?;
                 value(
@@ -308,6 +299,17 @@ impl TargetId {
             }
         }
     }
+}
+
+/// The p50 of the costs section's call `enqueue` minus that of `floor`, the driver calls it
+/// makes (`calls` names them in the detail); `None` where either was not timed.
+fn over_floor(m: &Measurements, enqueue: &str, floor: &str, calls: &str) -> Option<Value> {
+    let e = m.costs.calls.get(enqueue)?.p50;
+    let f = m.costs.calls.get(floor)?.p50;
+    Some(Value {
+        measured: e - f,
+        detail: format!("{e:.2} - {f:.2} µs: what the crate adds to {calls}"),
+    })
 }
 
 /// The ratio of two bandwidths, with the detail the bandwidth targets give (none where the
