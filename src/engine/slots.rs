@@ -688,13 +688,8 @@ impl Slots {
             num_buckets: self.layout.buckets() as u32,
             num_columns: columns.len() as u32,
             reserved: 0,
-            columns: self.abi_columns(columns),
+            columns: abi_columns(&self.layout, columns),
         }
-    }
-
-    /// The kernels' column records: each source, and where its column sits in a slot.
-    fn abi_columns(&self, columns: &[ColumnSource]) -> [abi::srb_column; MAX_COLUMNS] {
-        abi_columns(&self.layout, columns)
     }
 
     /// The append descriptor's fields every engine fills alike: the slots, their layout and
