@@ -3,7 +3,7 @@
 //! for the readback and does its CPU work. Cycles per second for each approach.
 use crate::cuda::{self, Event};
 use crate::data::LoopResult;
-use crate::sweep::Approach;
+use crate::sweep::{Approach, SLOTS};
 use crate::worker::{Job, Worker};
 use anyhow::{bail, Context, Result};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -75,7 +75,7 @@ impl Loop {
             Readback::<f64>::with_config(
                 ctx,
                 ReadbackConfig::new(N)
-                    .slots(2)
+                    .slots(SLOTS)
                     .transport(t)
                     .wait(w)
                     .staged_copy(StagedCopy::Whole),
@@ -87,7 +87,7 @@ impl Loop {
             ctx: ctx.clone(),
             kernel,
             append_kernel,
-            append: AppendReadback::new(ctx, &schema, ReadbackConfig::new(N).slots(2))?,
+            append: AppendReadback::new(ctx, &schema, ReadbackConfig::new(N).slots(SLOTS))?,
             compute: [stream()?, stream()?],
             copy: stream()?,
             compute_done: [event()?, event()?],
@@ -108,11 +108,11 @@ impl Loop {
             staged_sized: Readback::<f64>::with_config(
                 ctx,
                 ReadbackConfig::new(N)
-                    .slots(2)
+                    .slots(SLOTS)
                     .transport(Transport::Staged)
                     .staged_copy(StagedCopy::Sized),
             )?,
-            bare_sized: match BareSizedCopy::new(ctx, N) {
+            bare_sized: match BareSizedCopy::new(ctx, N, SLOTS) {
                 Ok(b) => Ok(b),
                 Err(e @ sized_readback::Error::SizedCopyUnavailable { .. }) => Err(e.to_string()),
                 Err(e) => return Err(e.into()),
@@ -190,7 +190,7 @@ impl Loop {
             // SAFETY: the context is current on this thread (bound by main) and `s` is its
             // copy stream, which waits for kernel k above; buffer b holds N doubles and one
             // i32, and kernel k+2, its next writer, is launched after this launch was waited
-            // for (receive), as is the next launch of the one slot.
+            // for (receive), as is the floor's next launch.
             unsafe { bare.launch(s, dd, N, dc, seq)? };
             cuda::record(done, s)?;
             return Ok(Pending::Bare);

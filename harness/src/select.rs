@@ -9,6 +9,7 @@ use crate::cuda::{self, Event};
 use crate::data::{Point, Samples, M};
 use crate::schedule::{self, Schedule};
 use crate::stats::Summary;
+use crate::sweep::SLOTS;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
@@ -175,13 +176,17 @@ impl SelectRig {
                 Readback::<f64>::with_config(
                     ctx,
                     ReadbackConfig::new(cap)
-                        .slots(2)
+                        .slots(SLOTS)
                         .transport(t)
                         .staged_copy(StagedCopy::Whole),
                 )
             };
             let append = |t: Transport| {
-                AppendReadback::new(ctx, &schema, ReadbackConfig::new(cap).slots(2).transport(t))
+                AppendReadback::new(
+                    ctx,
+                    &schema,
+                    ReadbackConfig::new(cap).slots(SLOTS).transport(t),
+                )
             };
             rbs.push(CapReadbacks {
                 cap,

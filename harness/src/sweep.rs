@@ -18,6 +18,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Slots of every readback in the sweep and the seed loop, and of the sized copy's floor, which
+/// takes its slots in turn as a readback's ring does, so both copy into as much host memory.
+pub(crate) const SLOTS: usize = 2;
+
 /// Every approach of the latency sweep, in table order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -57,8 +61,9 @@ pub enum Approach {
     /// The floor of [`Approach::StagedSized`] (not a readback of the crate's API): the
     /// library's own sized-copy graph and kernel launched alone
     /// ([`sized_readback::testing::BareSizedCopy`]: the pack kernel node, then the SWITCH
-    /// node whose body copies the count's size class of rows and the trailer), one slot, no
-    /// ring, ticket, checks or trailer wait; an event, synchronized, then the count decoded
+    /// node whose body copies the count's size class of rows and the trailer), its
+    /// [`SLOTS`] slots taken in turn as the readback's ring takes them, no ring bookkeeping,
+    /// ticket, checks or trailer wait; an event, synchronized, then the count decoded
     /// from the trailer and the rows checked as every approach's. What the sized readback
     /// costs over it is what the readback engine adds; its own distance to the oracle is what
     /// the graph mechanism costs.
@@ -225,7 +230,7 @@ impl Rig {
                 Readback::<f64>::with_config(
                     ctx,
                     ReadbackConfig::new(cap)
-                        .slots(2)
+                        .slots(SLOTS)
                         .transport(t)
                         .wait(w)
                         .staged_copy(StagedCopy::Whole),
@@ -240,7 +245,7 @@ impl Rig {
                     staged_sized: Readback::<f64>::with_config(
                         ctx,
                         ReadbackConfig::new(cap)
-                            .slots(2)
+                            .slots(SLOTS)
                             .transport(Transport::Staged)
                             .staged_copy(StagedCopy::Sized),
                     )?,
@@ -248,12 +253,12 @@ impl Rig {
                     no_pdl: Readback::<f64>::with_config(
                         ctx,
                         ReadbackConfig::new(cap)
-                            .slots(2)
+                            .slots(SLOTS)
                             .transport(Transport::Mapped)
                             .wait(WaitMode::Trailer)
                             .programmatic_launch(false),
                     )?,
-                    bare_sized: match BareSizedCopy::new(ctx, cap) {
+                    bare_sized: match BareSizedCopy::new(ctx, cap, SLOTS) {
                         Ok(b) => Ok(b),
                         Err(e @ sized_readback::Error::SizedCopyUnavailable { .. }) => Err(
                             format!("skipped: the bare sized-copy graph is unavailable: {e}"),

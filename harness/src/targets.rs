@@ -105,10 +105,10 @@ pub const SPECS: &[Spec] = &[
     // driver calls, 1.5 µs over the whole-slot staged enqueue, grew with the host's driver
     // cost and missed in the three runs of 3136b7c; the readback's own work is the mapped
     // enqueue's, which came to 0.21-0.68 µs over its floor in the six runs of 24361c0 and
-    // 3136b7c, and the floor launches its one graph every time where the readback alternates
-    // two); and the seed
-    // loop's gain. The oracle ratios stay on record as variants, and so do the enqueue's
-    // costs over the whole-slot staged enqueue and over the bare graph's launch.
+    // 3136b7c); and the seed loop's gain. The floor takes its slots in turn as the readback
+    // does, so both copy into as much host memory. The oracle ratios stay on record as
+    // variants, and so do the enqueue's costs over the whole-slot staged enqueue and over the
+    // bare graph's launch.
     target(UpTo64KOver(A::StagedSized, A::StagedSizedBare), AtMost(2.0), W::SizedOverFloor),
     target(Bandwidth16MOver(A::StagedSized, A::StagedSizedBare), AtLeast(0.98), W::SizedBandwidthOverFloor),
     target(UpTo64K(A::StagedSizedBare, A::Oracle), AtMost(2.2), W::SizedCopy),

@@ -365,9 +365,8 @@ impl Why {
                  cost {:.2} µs p50 in this run; the driver calls it makes, timed alone in the same \
                  run (current context, capture check, stream id, the bare sized graph's kernel node \
                  set and graph launch, the event record), cost {:.2} µs p50: the crate adds {:.2} \
-                 µs to its floor (the mapped enqueue {:.2} to its own); cuEventRecord {:.2}. The \
-                 floor launches its one graph every time, the readback its two slots' graphs in \
-                 turn",
+                 µs to its floor (the mapped enqueue {:.2} to its own); cuEventRecord {:.2}. Both \
+                 launch their two slots' graphs in turn",
                 call(costs::ENQUEUE_SIZED),
                 call(costs::SIZED_DRIVER_FLOOR),
                 call(costs::ENQUEUE_SIZED) - call(costs::SIZED_DRIVER_FLOOR),

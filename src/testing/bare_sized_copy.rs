@@ -1,11 +1,13 @@
 //! The staged transport's sized copy without the readback around it: a floor for the
 //! comparison harness. [`BareSizedCopy`] is the library's own graph (`[srb_pack_switch] ->
 //! SWITCH`, body `k` copying `min(2^k, capacity)` rows and the trailer device -> host) and
-//! kernel, built by [`SizedCopy::new`] for one slot of one `f64` column, with the pack
+//! kernel, built by [`SizedCopy::new`] for the slots of one `f64` column, with the pack
 //! parameters and grid the engine computes ([`slots::pack_params`], [`slots::pack_grid`]).
-//! What it leaves out is the readback engine: no ring of slots, no tickets, no event per slot,
-//! no trailer or sequence wait, no checks of what a launch is given. The caller launches it,
-//! waits for it however it likes, then reads the count and the rows.
+//! Launches take the slots in turn, as a readback's ring does, so the floor's copies land in as
+//! much host memory as the readback's. What it leaves out is the readback engine: no ring
+//! bookkeeping, no tickets, no event per slot, no trailer or sequence wait, no checks of what a
+//! launch is given. The caller launches it, waits for it however it likes, then reads the count
+//! and the rows.
 use crate::element::CountKind;
 use crate::engine::sized_copy::{self, SizedCopy};
 use crate::engine::slots::{self, CopyPlan, PackTarget, SlotAt};
@@ -21,45 +23,52 @@ use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::CudaContext;
 use std::sync::Arc;
 
-/// One slot of `capacity` `f64` rows, copied back by the library's sized-copy graph alone.
+/// Slots of `capacity` `f64` rows, copied back by the library's sized-copy graph alone.
 ///
-/// Built as a sized readback builds its slots: a device staging slot the pack writes, a
-/// device-mapped pinned host slot the graph's body copies into, one `srb_slot_sync` record
-/// (the pack's scratch), and the engine's sized-copy graph with the launch shape the engine
-/// gives a readback of this capacity (the pack's grid by the same function, without
+/// Built as a sized readback builds its slots: device staging slots the pack writes,
+/// device-mapped pinned host slots the graphs' bodies copy into, one `srb_slot_sync` record per
+/// slot (the pack's scratch), and the engine's sized-copy graph per slot with the launch shape
+/// the engine gives a readback of this capacity (the pack's grid by the same function, without
 /// programmatic launch, as every graph's kernel node).
 #[derive(Debug)]
 pub struct BareSizedCopy {
     ctx: Arc<CudaContext>,
     layout: SlotLayout,
     shape: LaunchShape,
-    /// The graph, whose copies address `host` and `staging` (so it is declared, and dropped,
-    /// before them).
+    /// The graphs, whose copies address `host` and `staging` (so they are declared, and
+    /// dropped, before them).
     sized: SizedCopy,
     host: PinnedBuffer,
     staging: DeviceBuffer,
     sync: DeviceBuffer,
-    /// The sequence number and source length of the last launch (`(0, 0)` before the first).
-    last: (u64, usize),
+    num_slots: usize,
+    /// The slot the next launch takes.
+    next: usize,
+    /// The sequence number, source length and slot of the last launch (`(0, 0, 0)` before the
+    /// first).
+    last: (u64, usize, usize),
 }
 
 impl BareSizedCopy {
-    /// One slot of `capacity` rows in `ctx`, and its graph, built and uploaded.
+    /// `num_slots` slots of `capacity` rows in `ctx` (a readback's
+    /// [`crate::ReadbackConfig::slots`]), and their graphs, built and uploaded.
     ///
-    /// Errors with [`crate::Error::SizedCopyUnavailable`] on a driver older than CUDA 12.8 (the
+    /// Errors with [`crate::Error::InvalidConfig`] for no slots or a capacity a readback refuses,
+    /// and with [`crate::Error::SizedCopyUnavailable`] on a driver older than CUDA 12.8 (the
     /// check a readback asking for [`crate::StagedCopy::Sized`] makes), or where the driver
     /// refuses the switch image or the graph, as such a readback does.
-    pub fn new(ctx: &Arc<CudaContext>, capacity: usize) -> Result<Self> {
+    pub fn new(ctx: &Arc<CudaContext>, capacity: usize, num_slots: usize) -> Result<Self> {
         driver::ensure_driver()?;
         driver::bind(ctx)?;
         CopyPlan::Sized { required: true }.resolve(switch_graph::driver_version)?;
         let layout = SlotLayout::new(capacity, &[8])?;
-        let total = layout.total_bytes(1)?;
+        let total = layout.total_bytes(num_slots)?;
         // Device-mapped, as a sized readback's host slots are: a conditional body's copies may
         // only reach device-mapped host memory.
         let host = PinnedBuffer::new(ctx, total, true)?;
         let staging = DeviceBuffer::new_zeroed(ctx, total)?;
-        let sync = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<abi::srb_slot_sync>())?;
+        let sync =
+            DeviceBuffer::new_zeroed(ctx, num_slots * std::mem::size_of::<abi::srb_slot_sync>())?;
         let shape = LaunchShape {
             grid: slots::pack_grid(ctx, &layout, None)?,
             block: abi::SRB_PACK_THREADS,
@@ -68,9 +77,9 @@ impl BareSizedCopy {
         let target = PackTarget {
             slots: staging.ptr(),
             slot_sync: sync.ptr(),
-            num_slots: 1,
+            num_slots,
         };
-        let sized = SizedCopy::new(ctx, &layout, 1, shape, &host, &staging, |slot| {
+        let sized = SizedCopy::new(ctx, &layout, num_slots, shape, &host, &staging, |slot| {
             slots::pack_params(
                 &layout,
                 target,
@@ -88,7 +97,9 @@ impl BareSizedCopy {
             host,
             staging,
             sync,
-            last: (0, 0),
+            num_slots,
+            next: 0,
+            last: (0, 0, 0),
         })
     }
 
@@ -102,19 +113,20 @@ impl BareSizedCopy {
         self.shape
     }
 
-    /// Enqueues the graph on `stream`: the pack reads the `i32` count at `count` and copies
-    /// that many of the `len` `f64` rows at `rows` into the staging slot, with trailer sequence
-    /// number `seq`; the SWITCH node then copies the count's size class of rows, and the
-    /// trailer, into the host slot. Sets the graph's kernel node parameters and launches the
-    /// graph: the driver calls of a sized readback's enqueue, nothing else. Dropping `self`
-    /// waits for a launch still in flight (it synchronizes the whole context).
+    /// Enqueues the next slot's graph on `stream` (the slots are taken in turn): the pack
+    /// reads the `i32` count at `count` and copies that many of the `len` `f64` rows at `rows`
+    /// into the staging slot, with trailer sequence number `seq`; the SWITCH node then copies
+    /// the count's size class of rows, and the trailer, into the host slot. Sets the graph's
+    /// kernel node parameters and launches the graph: the driver calls of a sized readback's
+    /// enqueue, nothing else. Dropping `self` waits for a launch still in flight (it
+    /// synchronizes the whole context).
     ///
     /// # Safety
     /// - `self`'s context is current on this thread and `stream` is a live stream of it;
     /// - `rows` holds `len` `f64` and `count` one `i32`, device memory of that context, and
     ///   both stay valid, and unwritten by other work, until the launch has run;
-    /// - no other launch of `self` is in flight: the one slot is reused (wait for each launch
-    ///   before the next).
+    /// - no other launch of `self` is in flight (wait for each launch before the next): the
+    ///   pack's scratch record and the slots are reused without the ring's checks.
     pub unsafe fn launch(
         &mut self,
         stream: CUstream,
@@ -123,22 +135,24 @@ impl BareSizedCopy {
         count: CUdeviceptr,
         seq: u64,
     ) -> Result<()> {
+        let slot = self.next;
         let p = slots::pack_params(
             &self.layout,
             self.target(),
             &[ColumnSource { ptr: rows, len }],
             RawCount::i32(count),
-            SlotAt::Host { seq, slot: 0 },
+            SlotAt::Host { seq, slot },
         );
         // SAFETY: per this function's contract: the context is current, `stream` is its,
-        // nothing else launches the one slot's graph, and the rows and count stay valid until
-        // the pack has run; the slots and sync record are self's.
-        unsafe { self.sized.launch(stream, 0, p)? };
-        self.last = (seq, len);
+        // nothing else launches the slot's graph, and the rows and count stay valid until the
+        // pack has run; the slots and sync records are self's.
+        unsafe { self.sized.launch(stream, slot, p)? };
+        self.last = (seq, len, slot);
+        self.next = (slot + 1) % self.num_slots;
         Ok(())
     }
 
-    /// The count the last launch read back, decoded from the host slot's trailer as a
+    /// The count the last launch read back, decoded from its host slot's trailer as a
     /// readback's is (its sequence number, magic and status checked): the errors a readback's
     /// wait would give for it (a negative count, one over the capacity or the source).
     ///
@@ -147,17 +161,24 @@ impl BareSizedCopy {
     /// landing. Safe all the same: the trailer is read as the engine polls a slot's, as plain
     /// integers by volatile reads, and a trailer read too early gives a wrong count or an error.
     pub fn count(&self) -> Result<usize> {
-        let (seq, len) = self.last;
+        let (seq, len, slot) = self.last;
         let fill = Fill::Pack {
             kind: CountKind::I32,
             lens: Lens::new(&[len]),
         };
-        let t = self.trailer();
-        trailer::decode(&t, seq, 0, self.capacity(), &fill, self.layout.elem_sizes())
+        let t = self.trailer(slot);
+        trailer::decode(
+            &t,
+            seq,
+            slot,
+            self.capacity(),
+            &fill,
+            self.layout.elem_sizes(),
+        )
     }
 
-    /// The first [`Self::count`] rows of the host slot (at most the capacity), or the count's
-    /// error.
+    /// The first [`Self::count`] rows of the last launch's host slot (at most the capacity),
+    /// or the count's error.
     ///
     /// # Safety
     /// The last launch (if any) has completed: an event recorded after it on its stream, or
@@ -165,27 +186,35 @@ impl BareSizedCopy {
     /// the slice would borrow.
     pub unsafe fn rows(&self) -> Result<&[f64]> {
         let n = self.count()?.min(self.capacity());
-        let p = self.host.host_ptr().cast::<f64>();
-        // SAFETY: the column starts at offset 0 of the slot (page-aligned pinned memory, so
-        // 8-byte aligned) and holds `capacity` >= n f64; the memory lives as long as self; no
+        let p = self.slot_ptr(self.last.2).cast::<f64>();
+        // SAFETY: the column starts at offset 0 of the slot (the slot stride keeps each slot as
+        // aligned as the page-aligned buffer's start, so 8-byte aligned) and holds `capacity` >=
+        // n f64; the memory lives as long as self; no
         // copy is writing it (the last launch completed, per the contract), and `launch` takes
         // `&mut self`, so none is enqueued while the slice is borrowed.
         Ok(unsafe { std::slice::from_raw_parts(p, n) })
     }
 
+    /// The staging slots and sync records the packs write.
     fn target(&self) -> PackTarget {
         PackTarget {
             slots: self.staging.ptr(),
             slot_sync: self.sync.ptr(),
-            num_slots: 1,
+            num_slots: self.num_slots,
         }
     }
 
-    fn trailer(&self) -> Trailer {
+    /// The start of host slot `slot` (< `num_slots`).
+    fn slot_ptr(&self, slot: usize) -> *mut u8 {
+        // SAFETY: slot < num_slots, and total_bytes(num_slots) covers every slot's stride.
+        unsafe { self.host.host_ptr().add(slot * self.layout.slot_stride()) }
+    }
+
+    fn trailer(&self, slot: usize) -> Trailer {
         let off = self.layout.trailer_offset();
         // SAFETY: the trailer lies inside the host slot (total_bytes covers it), 16-byte
         // aligned; its fields are plain integers, read as the engine reads a slot's.
-        unsafe { std::ptr::read_volatile(self.host.host_ptr().add(off).cast::<Trailer>()) }
+        unsafe { std::ptr::read_volatile(self.slot_ptr(slot).add(off).cast::<Trailer>()) }
     }
 }
 

@@ -493,7 +493,8 @@ fn many_enqueues_across_slots() -> Result<()> {
 
 /// `BareSizedCopy`: on a driver without graph conditionals it is unavailable, as an explicit
 /// sized readback is; elsewhere every class boundary reads back the source's rows and count
-/// (each launch waited for on its stream, one slot reused), its launch shape is a sized
+/// (each launch waited for on its stream; launches alternate between two slots and two sources,
+/// so rows read from the other slot would be the other source's), its launch shape is a sized
 /// readback's of the same capacity, and counts past the capacity, past the source or negative
 /// decode to a readback's errors.
 fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
@@ -502,14 +503,21 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     ctx.bind_to_thread()?;
     let capacity = 1000;
     if !driver_has_conditionals() {
-        match BareSizedCopy::new(&ctx, capacity) {
+        match BareSizedCopy::new(&ctx, capacity, 2) {
             Err(Error::SizedCopyUnavailable { .. }) => return Ok(()),
             other => bail!("without conditionals: {other:?}"),
         }
     }
     let stream = ctx.new_stream()?;
-    let src = Sources::new(&stream, capacity + 100, 3)?;
-    let mut bare = BareSizedCopy::new(&ctx, capacity)?;
+    ensure!(matches!(
+        BareSizedCopy::new(&ctx, capacity, 0),
+        Err(Error::InvalidConfig { .. })
+    ));
+    let src = [
+        Sources::new(&stream, capacity + 100, 3)?,
+        Sources::new(&stream, capacity + 100, 4)?,
+    ];
+    let mut bare = BareSizedCopy::new(&ctx, capacity, 2)?;
     let rb = Rb::new(&ctx, 1, capacity, 2, StagedCopy::Sized)?;
     ensure!(
         bare.launch_shape() == rb.rb.info().launch_shape,
@@ -521,21 +529,26 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     // Before any launch the zeroed slot has no trailer.
     // SAFETY: no launch yet.
     ensure!(bare.count().is_err() && unsafe { bare.rows() }.is_err());
-    let rows = src.a.device_ptr(&stream).0;
+    let rows = [
+        src[0].a.device_ptr(&stream).0,
+        src[1].a.device_ptr(&stream).0,
+    ];
     let mut seq = 0u64;
-    let mut run = |bare: &mut BareSizedCopy, count: i32, len: usize| -> Result<()> {
+    // Launches the next slot's copy from source `seq % 2` and returns that source's rows.
+    let mut run = |bare: &mut BareSizedCopy, count: i32, len: usize| -> Result<&[f64]> {
         seq += 1;
+        let which = (seq % 2) as usize;
         let n = stream.clone_htod(&[count])?;
         let count_ptr = n.device_ptr(&stream).0;
-        // SAFETY: the context is current and `stream` is its; `rows` holds capacity + 100
-        // f64 and `n` one i32, both alive until the stream synchronize below, which also
+        // SAFETY: the context is current and `stream` is its; each source holds capacity + 100
+        // f64 and `n` one i32, all alive until the stream synchronize below, which also
         // finishes the launch before the next one.
-        unsafe { bare.launch(stream.cu_stream(), rows, len, count_ptr, seq)? };
+        unsafe { bare.launch(stream.cu_stream(), rows[which], len, count_ptr, seq)? };
         stream.synchronize()?;
-        Ok(())
+        Ok(&src[which].ha)
     };
     for count in class_boundaries(capacity) {
-        run(&mut bare, count as i32, capacity + 100)?;
+        let want = run(&mut bare, count as i32, capacity + 100)?;
         ensure!(
             bare.count()? == count,
             "count {:?} != {count}",
@@ -543,7 +556,7 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
         );
         // SAFETY: `run` synchronized the stream after the launch.
         let rows = unsafe { bare.rows()? };
-        ensure!(rows == &src.ha[..count], "rows of count {count} differ");
+        ensure!(rows == &want[..count], "rows of count {count} differ");
     }
     run(&mut bare, capacity as i32 + 1, capacity + 100)?;
     match bare.count() {
@@ -570,9 +583,9 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
         Err(Error::NegativeCount { count: -3 }) => {}
         other => bail!("negative: {other:?}"),
     }
-    run(&mut bare, 17, capacity)?;
+    let want = run(&mut bare, 17, capacity)?;
     // SAFETY: as above.
     let rows = unsafe { bare.rows()? };
-    ensure!(rows == &src.ha[..17]);
+    ensure!(rows == &want[..17]);
     Ok(())
 }
