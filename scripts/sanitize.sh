@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sanitize.sh: runs compute-sanitizer (memcheck with --leak-check full, racecheck, synccheck,
 # initcheck) over the staged GPU test binary, one subject (module) of test-gpu per run
-# (reliability, pack, seed, kernel_image, append, buckets, embedding: the graph replays), the C
+# (reliability, pack, seed, kernel_image, append, buckets, embedding: the graph replays,
+# staged_switch: the sized copy's graphs, except under racecheck), the C
 # API's tests (test-capi), the seed example (pack and append) and, when SRB_PYTHONPATH
 # names an installed package, the Python suite's PyTorch, graph and CuPy tests through pytest,
 # on the GPU host. What is skipped, and why, is listed below and in RELIABILITY.md.
@@ -178,6 +179,8 @@ for tool in $tools; do
       run seed_append "$tool" clean -- "$bin/example-seed_pipeline" --strategy append --sleep-ms 50
       run buckets "$tool" clean -- "$bin/test-gpu" buckets::
       run embedding "$tool" clean -- "$bin/test-gpu" embedding::
+      # The sized copy's graphs: the pack, the SWITCH node's bodies, and the floor's slots.
+      run staged_switch "$tool" clean -- "$bin/test-gpu" staged_switch::
       run capi "$tool" clean -- "$bin/test-capi" "${capi_skip[@]}"
       python_run "$tool"
     fi

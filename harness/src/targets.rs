@@ -98,9 +98,10 @@ pub const SPECS: &[Spec] = &[
     // oracle limits (1.15x at n <= 64K, 0.97 of its bandwidth at 16M, 2.5 µs over the mapped
     // enqueue) cannot be met by this mechanism. The targets: what the readback adds to its
     // graph (at most 2 µs of latency at every n up to 64K, 0.98 of its bandwidth at 16M); the
-    // graph itself guarded against regressions of the shared pack and graph (at most 2.2x the
-    // oracle, at least 0.90 of its bandwidth: about 7% and 2.5% beyond the first three runs'
-    // worst, 2.06 and 0.922); one enqueue alone at most 1 µs over the driver calls it makes
+    // graph itself guarded against regressions of the shared pack and graph (at most 2.3x the
+    // oracle, at least 0.90 of its bandwidth: about 8% and 2.5% beyond the worst of the three
+    // runs of 4a804c3, 2.13 and 0.923, the first whose floor takes two slots in turn and so
+    // pays what that costs, 2.02-2.07x with one slot); one enqueue alone at most 1 µs over the driver calls it makes
     // (a distance to a floor timed in the same run, where a distance between two sets of
     // driver calls, 1.5 µs over the whole-slot staged enqueue, grew with the host's driver
     // cost and missed in the three runs of 3136b7c; the readback's own work is the mapped
@@ -111,7 +112,7 @@ pub const SPECS: &[Spec] = &[
     // bare graph's launch.
     target(UpTo64KOver(A::StagedSized, A::StagedSizedBare), AtMost(2.0), W::SizedOverFloor),
     target(Bandwidth16MOver(A::StagedSized, A::StagedSizedBare), AtLeast(0.98), W::SizedBandwidthOverFloor),
-    target(UpTo64K(A::StagedSizedBare, A::Oracle), AtMost(2.2), W::SizedCopy),
+    target(UpTo64K(A::StagedSizedBare, A::Oracle), AtMost(2.3), W::SizedCopy),
     target(Bandwidth16M(A::StagedSizedBare), AtLeast(0.90), W::StagedPack),
     target(EnqueueSizedOverFloor, AtMost(1.0), W::EnqueueSizedCalls),
     target(SeedLoop(A::StagedSized, 200, 5), AtLeast(1.8), W::LoopSized),
@@ -331,7 +332,7 @@ mod tests {
         let e = evaluate(&m);
         // The sized readback and its floor are both far from the oracle at small n, as on the
         // GPU: the readback's oracle limit misses, and says why, in the informational list
-        // only; the floor is held to 2.2x the oracle as a target (a guard on the shared pack
+        // only; the floor is held to 2.3x the oracle as a target (a guard on the shared pack
         // and graph), which the fixture's 1.68x meets.
         let sized = "n 1..64K, cap 1M: crate_staged_sized p50 / oracle p50 (worst n)";
         assert!(e.targets.iter().all(|t| t.name != sized), "{sized}");
@@ -347,7 +348,7 @@ mod tests {
         let bare = "n 1..64K, cap 1M: bare_sized_graph p50 / oracle p50 (worst n)";
         assert!(e.variants.iter().all(|t| t.name != bare), "{bare}");
         let t = find(&e.targets, bare);
-        assert!(t.holds && t.limit == 2.2, "{t:?}");
+        assert!(t.holds && t.limit == 2.3, "{t:?}");
         assert!((t.measured - 23.5 / 14.0).abs() < 1e-5, "{t:?}");
         // The floor's bandwidth guard: the fixture's floor at 16M against the oracle.
         let t = find(&e.targets, "n 16M: bare_sized_graph bandwidth / oracle");
@@ -357,7 +358,7 @@ mod tests {
             t.holds == (ratio >= 0.90) && t.limit == 0.90 && (t.measured - ratio).abs() < 1e-9,
             "{t:?}"
         );
-        // Past 2.2x the oracle at n = 1, the guard misses and says why, naming the bare graph.
+        // Past 2.3x the oracle at n = 1, the guard misses and says why, naming the bare graph.
         let mut m = fixture::measurements();
         result(&mut m, M, 1, BARE).latency_us.p50 = 2.5 * fixture::latency("oracle", M, 1);
         let missed = evaluate(&m);

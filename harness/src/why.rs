@@ -366,12 +366,13 @@ impl Why {
                  run (current context, capture check, stream id, the bare sized graph's kernel node \
                  set and graph launch, the event record), cost {:.2} µs p50: the crate adds {:.2} \
                  µs to its floor (the mapped enqueue {:.2} to its own); cuEventRecord {:.2}. Both \
-                 launch their two slots' graphs in turn",
+                 launch their {} slots' graphs in turn",
                 call(costs::ENQUEUE_SIZED),
                 call(costs::SIZED_DRIVER_FLOOR),
                 call(costs::ENQUEUE_SIZED) - call(costs::SIZED_DRIVER_FLOOR),
                 call(costs::ENQUEUE) - call(costs::DRIVER_FLOOR),
                 call(costs::EVENT_RECORD),
+                crate::sweep::SLOTS,
             ),
             Why::OracleAgreement if holds => ORACLE_AGREEMENT_GUARDS.to_string(),
             Why::OracleAgreement => {

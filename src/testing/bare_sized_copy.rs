@@ -187,12 +187,17 @@ impl BareSizedCopy {
     pub unsafe fn rows(&self) -> Result<&[f64]> {
         let n = self.count()?.min(self.capacity());
         let p = self.slot_ptr(self.last.2).cast::<f64>();
-        // SAFETY: the column starts at offset 0 of the slot (the slot stride keeps each slot as
-        // aligned as the page-aligned buffer's start, so 8-byte aligned) and holds `capacity` >=
-        // n f64; the memory lives as long as self; no
-        // copy is writing it (the last launch completed, per the contract), and `launch` takes
-        // `&mut self`, so none is enqueued while the slice is borrowed.
+        // SAFETY: the column starts at offset 0 of the slot (the stride is a multiple of
+        // SLOT_ALIGN, 128, and the pinned buffer starts page-aligned, so 8-byte aligned) and
+        // holds `capacity` >= n f64; the memory lives as long as self; no copy is writing it
+        // (the last launch completed, per the contract), and `launch` takes `&mut self`, so
+        // none is enqueued while the slice is borrowed.
         Ok(unsafe { std::slice::from_raw_parts(p, n) })
+    }
+
+    /// The slot the last launch took (0 before the first): launches take the slots in turn.
+    pub fn last_slot(&self) -> usize {
+        self.last.2
     }
 
     /// The staging slots and sync records the packs write.
@@ -206,6 +211,7 @@ impl BareSizedCopy {
 
     /// The start of host slot `slot` (< `num_slots`).
     fn slot_ptr(&self, slot: usize) -> *mut u8 {
+        debug_assert!(slot < self.num_slots);
         // SAFETY: slot < num_slots, and total_bytes(num_slots) covers every slot's stride.
         unsafe { self.host.host_ptr().add(slot * self.layout.slot_stride()) }
     }

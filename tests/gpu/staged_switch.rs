@@ -545,6 +545,11 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
         // finishes the launch before the next one.
         unsafe { bare.launch(stream.cu_stream(), rows[which], len, count_ptr, seq)? };
         stream.synchronize()?;
+        ensure!(
+            bare.last_slot() == ((seq - 1) % 2) as usize,
+            "launch {seq} took slot {}",
+            bare.last_slot()
+        );
         Ok(&src[which].ha)
     };
     for count in class_boundaries(capacity) {
