@@ -151,7 +151,9 @@ pub fn column_capacity_bytes<'a>(out: &crate::ColumnReadout<'a>, col: usize) -> 
     out.view().column_capacity_bytes(col)
 }
 
-/// Copies `bytes` to device address `dst` of `ctx`, synchronously.
+/// Copies `bytes` to device address `dst` of `ctx` (`cuMemcpyHtoD` from pageable memory):
+/// returns once `bytes` are staged for the copy, which may land later; work on a non-blocking
+/// stream is not ordered after it. Synchronize the context before such work reads `dst`.
 ///
 /// # Safety
 /// `dst` is device memory of `ctx` with room for `bytes.len()` bytes, not used by running work.

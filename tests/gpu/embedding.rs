@@ -316,6 +316,10 @@ fn columns_raw_after_an_event() -> Result<()> {
         let step = key / 2;
         // SAFETY: 8-byte device buffer of this context; compute is idle (waited below).
         unsafe { sized_readback::testing::upload(&ctx, b.step.ptr(), &step.to_le_bytes())? };
+        // The upload may still be landing, and `compute` (non-blocking) is not ordered after it:
+        // without this the producer read the previous step's counter once under synccheck
+        // (key 16 read back key 14's count, 560).
+        ctx.synchronize()?;
         k.step(&compute, &b, (key % 2) as u32)?;
         done.record(&compute)?;
         // SAFETY: the buffers outlive the wait below; `done` orders the pack after the
