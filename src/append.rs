@@ -181,9 +181,10 @@ impl AppendReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        Self::check(schema, &config)?;
+        schema.validate()?;
+        let plan = HostEngine::plan_appends(&schema.elem_sizes(), &config)?;
         Ok(AppendReadback {
-            engine: RwLock::new(HostEngine::appends(ctx, &schema.elem_sizes(), &config)?),
+            engine: RwLock::new(HostEngine::appends(ctx, plan)?),
             schema: Arc::new(schema.clone()),
         })
     }
@@ -192,7 +193,7 @@ impl AppendReadback {
     /// region's size among them), as [`crate::ColumnReadback::check`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
-        HostEngine::check_appends(&schema.elem_sizes(), config)
+        HostEngine::plan_appends(&schema.elem_sizes(), config).map(drop)
     }
 
     fn engine(&self) -> Arc<HostEngine> {
@@ -250,7 +251,8 @@ impl AppendReadback {
         let old = self.engine();
         let mut config = old.slots().config().clone();
         config.capacity = capacity;
-        let new = HostEngine::appends(old.context(), &self.schema.elem_sizes(), &config)?;
+        let plan = HostEngine::plan_appends(&self.schema.elem_sizes(), &config)?;
+        let new = HostEngine::appends(old.context(), plan)?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
     }

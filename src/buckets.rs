@@ -3,7 +3,7 @@
 use crate::config::ReadbackConfig;
 use crate::element::CountType;
 use crate::engine::host::HostEngine;
-use crate::engine::slots::Pack;
+use crate::engine::pack_params::Pack;
 use crate::error::Result;
 use crate::info::ReadbackInfo;
 use crate::layout::{BucketTable, SlotLayout};
@@ -37,9 +37,10 @@ impl BucketReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        Self::check(schema, &config)?;
+        schema.validate()?;
+        let plan = HostEngine::plan_packs(&schema.elem_sizes(), &config, BucketTable::Always)?;
         Ok(BucketReadback {
-            engine: HostEngine::packs(ctx, &schema.elem_sizes(), &config, BucketTable::Always)?,
+            engine: HostEngine::packs(ctx, plan)?,
             schema: Arc::new(schema.clone()),
         })
     }
@@ -48,7 +49,7 @@ impl BucketReadback {
     /// [`crate::ColumnReadback::check`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
-        HostEngine::check_packs(&schema.elem_sizes(), config, BucketTable::Always)
+        HostEngine::plan_packs(&schema.elem_sizes(), config, BucketTable::Always).map(drop)
     }
 
     /// The columns.

@@ -36,11 +36,13 @@
 //! column: a count above the capacity ([`Error::CountExceedsCapacity`]), a negative count
 //! ([`Error::NegativeCount`]) or a count above any column's source length
 //! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
+use crate::auto;
 use crate::config::{ReadbackConfig, Transport, WaitMode};
 use crate::element::CountType;
 use crate::engine::host::HostEngine;
-use crate::engine::slots::Pack;
-use crate::engine::ticket::TicketCore;
+use crate::engine::pack_params::Pack;
+use crate::engine::plan::SlotPlan;
+use crate::engine::ticket::{Observed, TicketCore};
 use crate::engine::tracked::ErasedDevicePtr;
 use crate::error::{Error, Result};
 use crate::info::ReadbackInfo;
@@ -51,14 +53,96 @@ use crate::source::{ColumnSource, RawCount};
 use crate::ticket::ColumnTicket;
 use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Reads back several device arrays that share one device-resident count, in one kernel
 /// launch, into one slot with one trailer. `Send` and `Sync`, like [`crate::Readback`].
 #[derive(Debug)]
 pub struct ColumnReadback {
-    engine: RwLock<Arc<HostEngine>>,
+    sets: RwLock<Arc<Sets>>,
     schema: Arc<ColumnSchema>,
+    /// [`Transport::Auto`]: the count a wait last read back (it chooses the next enqueue's
+    /// set), and the readback's numbering across both sets.
+    last_count: Arc<AtomicUsize>,
+    next_seq: AtomicU64,
+}
+
+/// A readback's slot sets: one, or under [`Transport::Auto`] the mapped set (`first`) and,
+/// where a count within the capacity can reach [`auto::staged_from`], a staged one.
+#[derive(Debug)]
+struct Sets {
+    first: Arc<HostEngine>,
+    /// Auto: the staged set and the count from which an enqueue goes to it.
+    staged: Option<(Arc<HostEngine>, usize)>,
+    /// The settings as given (Auto unresolved), for `grow`.
+    config: ReadbackConfig,
+}
+
+/// The plans of a readback's slot sets (see [`Sets`]): checked together before any is made.
+struct SetPlans {
+    first: SlotPlan,
+    staged: Option<(SlotPlan, usize)>,
+}
+
+impl SetPlans {
+    fn new(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<Self> {
+        schema.validate()?;
+        if config.buckets != 1 {
+            return Err(Error::config(format!(
+                "{} buckets on a readback of one bucket: only bucket-pack readbacks and append \
+                 readbacks have buckets",
+                config.buckets
+            )));
+        }
+        let sizes = schema.elem_sizes();
+        let plan =
+            |cfg: &ReadbackConfig| HostEngine::plan_packs(&sizes, cfg, BucketTable::IfBucketed);
+        if config.transport != Transport::Auto {
+            return Ok(SetPlans {
+                first: plan(config)?,
+                staged: None,
+            });
+        }
+        // The mapped set copies nothing, whatever `staged_copy` says (it is the staged set's);
+        // the staged set waits on its event (a DMA lands in no guaranteed byte order).
+        let mut mapped = config.clone().transport(Transport::Mapped);
+        mapped.staged_copy = crate::config::StagedCopy::Auto;
+        let first = plan(&mapped)?;
+        let mut staged = config.clone().transport(Transport::Staged);
+        if staged.wait == WaitMode::Trailer {
+            staged.wait = WaitMode::Auto;
+        }
+        let staged = match auto::staged_from(config.capacity, first.layout.row_bytes()) {
+            Some(from) => Some((plan(&staged)?, from)),
+            None => None,
+        };
+        Ok(SetPlans { first, staged })
+    }
+
+    fn make(self, ctx: &Arc<CudaContext>, config: ReadbackConfig) -> Result<Sets> {
+        let first = HostEngine::packs(ctx, self.first)?;
+        let staged = match self.staged {
+            Some((plan, from)) => Some((HostEngine::packs(ctx, plan)?, from)),
+            None => None,
+        };
+        Ok(Sets {
+            first,
+            staged,
+            config,
+        })
+    }
+}
+
+impl Sets {
+    /// The set the last count read back chooses, then the other one (if any).
+    fn order(&self, last_count: usize) -> (&Arc<HostEngine>, Option<&Arc<HostEngine>>) {
+        match &self.staged {
+            Some((staged, from)) if last_count >= *from => (staged, Some(&self.first)),
+            Some((staged, _)) => (&self.first, Some(staged)),
+            None => (&self.first, None),
+        }
+    }
 }
 
 impl ColumnReadback {
@@ -72,15 +156,12 @@ impl ColumnReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        Self::check(schema, &config)?;
+        let sets = SetPlans::new(schema, &config)?.make(ctx, config)?;
         Ok(ColumnReadback {
-            engine: RwLock::new(HostEngine::packs(
-                ctx,
-                &schema.elem_sizes(),
-                &config,
-                BucketTable::IfBucketed,
-            )?),
+            sets: RwLock::new(Arc::new(sets)),
             schema: Arc::new(schema.clone()),
+            last_count: Arc::new(AtomicUsize::new(0)),
+            next_seq: AtomicU64::new(0),
         })
     }
 
@@ -90,22 +171,17 @@ impl ColumnReadback {
     ///
     /// Errors: [`Error::InvalidConfig`], as [`ColumnReadback::new`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
-        schema.validate()?;
-        if config.buckets != 1 {
-            return Err(Error::config(format!(
-                "{} buckets on a readback of one bucket: only bucket-pack readbacks and append \
-                 readbacks have buckets",
-                config.buckets
-            )));
-        }
-        HostEngine::check_packs(&schema.elem_sizes(), config, BucketTable::IfBucketed)
+        SetPlans::new(schema, config).map(drop)
     }
 
+    fn sets(&self) -> Arc<Sets> {
+        self.sets.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The slot set every setting but the transport's describes: the only one, or the mapped
+    /// set of [`Transport::Auto`].
     pub(crate) fn engine(&self) -> Arc<HostEngine> {
-        self.engine
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.sets().first.clone()
     }
 
     /// The columns.
@@ -115,7 +191,16 @@ impl ColumnReadback {
     /// The readback's settings in effect and its slot layout, in one value. The accessors
     /// below are shorthands for its fields.
     pub fn info(&self) -> ReadbackInfo {
-        self.engine().info()
+        let sets = self.sets();
+        let mut info = sets.first.info();
+        if let Some((staged, from)) = &sets.staged {
+            info.staged_copy = staged.slots().staged_copy();
+            info.auto_staged_from = Some(*from);
+        }
+        if sets.config.transport == Transport::Auto {
+            info.transport = Transport::Auto;
+        }
+        info
     }
     /// Rows (elements of every column) one slot holds.
     pub fn capacity(&self) -> usize {
@@ -127,11 +212,12 @@ impl ColumnReadback {
     }
     /// Slots currently held by tickets.
     pub fn slots_in_use(&self) -> usize {
-        self.engine().held()
+        let sets = self.sets();
+        sets.first.held() + sets.staged.as_ref().map_or(0, |(s, _)| s.held())
     }
     /// The transport.
     pub fn transport(&self) -> Transport {
-        self.engine().transport()
+        self.info().transport
     }
     /// The wait mode in effect (never `Auto`).
     pub fn wait_mode(&self) -> WaitMode {
@@ -155,16 +241,11 @@ impl ColumnReadback {
     /// with it on other threads use the old slots or the new. Use after
     /// [`Error::CountExceedsCapacity`]: the device data is untouched, so enqueue again.
     pub fn grow(&self, capacity: usize) -> Result<()> {
-        let old = self.engine();
-        let mut config = old.slots().config().clone();
+        let old = self.sets();
+        let mut config = old.config.clone();
         config.capacity = capacity;
-        let new = HostEngine::packs(
-            old.context(),
-            &self.schema.elem_sizes(),
-            &config,
-            BucketTable::IfBucketed,
-        )?;
-        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = new;
+        let new = SetPlans::new(&self.schema, &config)?.make(old.first.context(), config)?;
+        *self.sets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
         Ok(())
     }
 
@@ -228,10 +309,7 @@ impl ColumnReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        let core = self
-            .engine()
-            .enqueue_tracked(stream, after, sources, count, None::<&C>)?;
-        Ok(ColumnTicket::from_core(core, self.schema.clone()))
+        self.enqueue_on(|engine| engine.enqueue_tracked(stream, after, sources, count, None::<&C>))
     }
 
     /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
@@ -256,14 +334,8 @@ impl ColumnReadback {
         let engine = self.engine();
         engine.slots().check_stream(stream)?;
         let after = after.map(|e| engine.slots().check_event(e)).transpose()?;
-        let pack = Pack {
-            sources,
-            count,
-            offsets: None,
-        };
         // SAFETY: per the contract; the stream and event are of this context (checked).
-        let core = unsafe { engine.enqueue_raw(stream.cu_stream(), after, pack)? };
-        Ok(self.ticket(core))
+        unsafe { self.enqueue_raw_stream(stream.cu_stream(), after, sources, count) }
     }
 
     /// [`ColumnReadback::enqueue_raw`] on raw driver handles: `stream` is a `CUstream` (a
@@ -291,11 +363,37 @@ impl ColumnReadback {
             offsets: None,
         };
         // SAFETY: per the contract; enqueue_raw checks the stream and every address.
-        let core = unsafe { self.engine().enqueue_raw(stream, after, pack)? };
-        Ok(self.ticket(core))
+        self.enqueue_on(|engine| unsafe { engine.enqueue_raw(stream, after, pack) })
     }
 
-    pub(crate) fn ticket(&self, core: TicketCore) -> ColumnTicket {
+    /// Enqueues through `enqueue` on the set the last count chooses, or on the other set
+    /// where every slot of that one is held.
+    fn enqueue_on(
+        &self,
+        enqueue: impl Fn(&Arc<HostEngine>) -> Result<TicketCore>,
+    ) -> Result<ColumnTicket> {
+        let sets = self.sets();
+        let (first, second) = sets.order(self.last_count.load(Ordering::Relaxed));
+        let core = match (enqueue(first), second) {
+            (Err(e @ Error::SlotsExhausted { .. }), Some(second)) => match enqueue(second) {
+                Err(Error::SlotsExhausted { .. }) => Err(e),
+                other => other,
+            },
+            (result, _) => result,
+        }?;
+        Ok(self.ticket(core, sets.staged.is_some()))
+    }
+
+    /// The ticket of `core`, numbered across both sets where there are two.
+    fn ticket(&self, core: TicketCore, two_sets: bool) -> ColumnTicket {
+        let core = if two_sets {
+            core.observed(Observed {
+                seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
+                last_count: self.last_count.clone(),
+            })
+        } else {
+            core
+        };
         ColumnTicket::from_core(core, self.schema.clone())
     }
 }

@@ -13,6 +13,16 @@ pub enum Transport {
     /// whole slot ([`StagedCopy`]). For hosts or setups where mapped memory is unavailable or
     /// slow, or where the host must not be written by the GPU's stores.
     Staged,
+    /// For [`crate::Readback`] and [`crate::ColumnReadback`]: mapped slots, and staged slots
+    /// beside them where a count within the capacity can nearly fill a large slot (there one
+    /// copy of the slot beats the pack's mapped stores). Each enqueue goes to the set that the
+    /// count the readback last read back chooses, the other if that set's slots are all held;
+    /// [`crate::ReadbackInfo::auto_staged_from`] gives the count from which it is the staged
+    /// one, [`crate::ColumnTicket::transport`] which set a ticket went to. The staged slots
+    /// wait on their event whatever the wait mode; `staged_copy` is theirs. The thresholds are
+    /// measured, not guessed: [`crate::auto`]. Every other readback type has one slot set and
+    /// takes the mapped transport.
+    Auto,
 }
 
 /// How the staged transport copies a slot to the host. Mapped readbacks copy nothing.

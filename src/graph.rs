@@ -208,9 +208,10 @@ impl GraphReadback {
         schema: &ColumnSchema,
         config: ReadbackConfig,
     ) -> Result<Self> {
-        Self::check(schema, &config)?;
+        schema.validate()?;
+        let plan = DeviceEngine::plan(&schema.elem_sizes(), &config)?;
         Ok(GraphReadback {
-            engine: DeviceEngine::new(ctx, &schema.elem_sizes(), &config)?,
+            engine: DeviceEngine::new(ctx, plan)?,
             schema: Arc::new(schema.clone()),
             overflowed: Mutex::new(None),
         })
@@ -220,7 +221,7 @@ impl GraphReadback {
     /// the wait mode, the spill region's size among them), as [`crate::ColumnReadback::check`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
-        DeviceEngine::check(&schema.elem_sizes(), config)
+        DeviceEngine::plan(&schema.elem_sizes(), config).map(drop)
     }
 
     /// The columns.

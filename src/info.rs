@@ -47,4 +47,9 @@ pub struct ReadbackInfo {
     pub launch_shape: LaunchShape,
     /// The context the readback belongs to.
     pub context: Arc<CudaContext>,
+    /// [`Transport::Auto`]: the count from which an enqueue goes to the staged slots (the
+    /// count the readback last read back decides); `None` for any other transport, or where no
+    /// count within the capacity reaches the staged slots (then none are made). The other
+    /// fields describe the mapped slots, which serve every smaller count.
+    pub auto_staged_from: Option<usize>,
 }

@@ -50,6 +50,7 @@
 #![deny(unreachable_pub)]
 
 pub mod append;
+pub mod auto;
 mod buckets;
 mod columns;
 mod config;

@@ -201,6 +201,10 @@ impl<T: Element> Ticket<T> {
     pub fn slot(&self) -> usize {
         self.inner.slot()
     }
+    /// The transport of the slots this readback went to (see [`ColumnTicket::transport`]).
+    pub fn transport(&self) -> Transport {
+        self.inner.transport()
+    }
 
     /// Blocks until the readback is complete, then returns its count and data.
     ///

@@ -35,6 +35,11 @@ impl ColumnTicket {
     pub fn slot(&self) -> usize {
         self.core.slot()
     }
+    /// The transport of the slots this readback went to: the readback's, or under
+    /// [`crate::Transport::Auto`] the set its enqueue chose (`Mapped` or `Staged`).
+    pub fn transport(&self) -> crate::Transport {
+        self.core.transport()
+    }
 
     /// Blocks until the readback is complete, then returns its count and columns.
     ///

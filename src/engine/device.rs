@@ -4,12 +4,15 @@
 //! % slots`, writes only if the host has released readback `seq - slots`, and stores `seq`
 //! back when it is done. The host takes readbacks in sequence order ([`DeviceEngine::take`]).
 use super::backoff::{Backoff, Deadline, Pause, QUERY_PERIOD};
-use super::slots::{Filler, Pack, Sequencing, SlotAt};
-use super::spill::SpillRegion;
+use super::host::spill_fetch;
+use super::host::Spill;
+use super::pack_params::{Pack, SlotAt};
+use super::plan::{Filler, Sequencing, SlotPlan};
+use super::slots::Slots;
+use super::spill::{SpillPlan, SpillRegion};
 use super::ticket::TicketCore;
 use super::trailer::{Fill, Lens};
 use super::view::SlotView;
-use super::Slots;
 use crate::config::ReadbackConfig;
 use crate::error::{Error, Result};
 use crate::info::ReadbackInfo;
@@ -54,7 +57,7 @@ pub(crate) struct DeviceEngine {
     /// The mapped [`abi::srb_ring_ctl`].
     ctl: PinnedBuffer,
     /// Append recordings: the spill region, or none.
-    spill: Option<SpillRegion>,
+    spill: Option<Spill>,
     /// Serializes the consumers, so readbacks are taken in order.
     consumer: Mutex<()>,
     /// Replays taken and not yet released, with their rows. `cursor` changes under it too.
@@ -66,27 +69,37 @@ pub(crate) struct DeviceEngine {
     recording: Mutex<Option<Fill>>,
 }
 
+/// What a graph readback will be: its slots and its spill region.
+#[derive(Debug)]
+pub(crate) struct DevicePlan {
+    slots: SlotPlan,
+    spill: Option<SpillPlan>,
+}
+
 impl DeviceEngine {
-    /// `cfg.slots` device-sequenced slots of `cfg.capacity` rows of `elem_sizes`, with a spill
-    /// region of `cfg.spill_rows()` rows per slot for append recordings.
-    pub(crate) fn new(
-        ctx: &Arc<CudaContext>,
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-    ) -> Result<Self> {
-        let spill_plan = SpillRegion::plan(elem_sizes, cfg, 1)?;
-        let slots = Slots::new(
-            ctx,
+    /// The slots of `cfg.slots` device-sequenced slots of `cfg.capacity` rows of `elem_sizes`,
+    /// with a spill region of `cfg.spill_rows()` rows per slot for append recordings, checked
+    /// before any driver call.
+    pub(crate) fn plan(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<DevicePlan> {
+        let slots = SlotPlan::new(
             elem_sizes,
             cfg,
             Sequencing::Device,
             BucketTable::IfBucketed,
             Filler::Pack,
         )?;
+        let spill = Spill::plan(elem_sizes, cfg, 1)?;
+        Ok(DevicePlan { slots, spill })
+    }
+
+    /// The graph readback `plan` describes.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, plan: DevicePlan) -> Result<Self> {
+        let slots = Slots::new(ctx, plan.slots)?;
         let counter = DeviceBuffer::new_zeroed(ctx, std::mem::size_of::<u64>())?;
         let ctl = PinnedBuffer::new(ctx, std::mem::size_of::<abi::srb_ring_ctl>(), true)?;
         // The fetch waits for its readback, so two slots serve it.
-        let spill = spill_plan
+        let spill = plan
+            .spill
             .map(|p| SpillRegion::new(ctx, p, 2))
             .transpose()?;
         let probe = Event::new(ctx)?;
@@ -101,20 +114,6 @@ impl DeviceEngine {
             cursor: AtomicU64::new(1),
             recording: Mutex::new(None),
         })
-    }
-
-    /// What [`Self::new`] checks before it touches the driver: the slots' settings and sizes,
-    /// and those of the spill region.
-    pub(crate) fn check(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
-        Slots::plan(
-            elem_sizes,
-            cfg,
-            Sequencing::Device,
-            BucketTable::IfBucketed,
-            Filler::Pack,
-        )?;
-        SpillRegion::plan(elem_sizes, cfg, 1)?;
-        Ok(())
     }
 
     pub(crate) fn slots(&self) -> &Slots {
@@ -233,7 +232,9 @@ impl DeviceEngine {
             seq: 0,
             seq_counter: self.counter.ptr(),
             ring_ctl: self.ctl.device_ptr(),
-            ..self.slots.append_desc(self.spill.as_ref())
+            ..self
+                .slots
+                .append_desc(self.spill.as_ref().map(|s| s.area()))
         })
     }
 
@@ -375,7 +376,8 @@ impl DeviceEngine {
         );
         let ctx = self.slots.context();
         // SAFETY: per the contract; the append that wrote them finished (its replay was taken).
-        unsafe { spill.fetch(ctx, self.slots.config(), stream, None, slot, count) }.map(Some)
+        unsafe { spill_fetch::fetch(spill, ctx, self.slots.config(), stream, None, slot, count) }
+            .map(Some)
     }
 
     /// The readback's settings and layout.
@@ -385,7 +387,7 @@ impl DeviceEngine {
 
     /// Rows of spill per slot (0: none).
     pub(crate) fn spill_rows(&self) -> usize {
-        self.spill.as_ref().map_or(0, SpillRegion::rows)
+        self.spill.as_ref().map_or(0, Spill::rows)
     }
 }
 

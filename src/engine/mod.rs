@@ -91,8 +91,12 @@
 //! 9 crossings; 4 frames to the trailer's load (`Ticket::wait`, `TicketCore::wait_until`,
 //! `HostEngine::wait`, `Slots::seq_visible`).
 mod backoff;
+pub(crate) mod checks;
+pub(crate) mod delivery;
 pub(crate) mod device;
 pub(crate) mod host;
+pub(crate) mod pack_params;
+pub(crate) mod plan;
 pub(crate) mod ring;
 pub(crate) mod sized_copy;
 pub(crate) mod slots;
@@ -106,5 +110,3 @@ pub(crate) mod view;
 mod props;
 
 pub(crate) use backoff::Deadline;
-pub(crate) use slots::Slots;
-pub(crate) use trailer::Lens;

@@ -5,7 +5,8 @@
 //! - slot layout arithmetic against a 128-bit model: alignment, no overlap, and overflow
 //!   reported as an error, never wrapped.
 use super::ring::Ring;
-use super::trailer::{self, Fill, Lens, Trailer};
+use super::slots::Trailer;
+use super::trailer::{self, Fill, Lens};
 use crate::layout::{SlotLayout, COLUMN_ALIGN, MAX_COLUMNS, SLOT_ALIGN, TRAILER_BYTES};
 use crate::raw::abi;
 use crate::{CountKind, Error};

@@ -1,17 +1,14 @@
 //! The device-side spill region of an append readback, where rows past a slot's capacity go,
-//! and the one fetch that brings them back, for both engines: a pack (bucketed: a bucket pack)
-//! from the region into a readback of its own, made on first use.
-use super::host::HostEngine;
-use super::slots::Pack;
-use super::ticket::TicketCore;
-use super::trailer::{Fill, Lens};
+//! and what the one fetch that brings them back packs (the fetch itself, a pack from the region
+//! into a readback of its own made on first use, is the host engine's: `host/spill_fetch.rs`).
+use super::pack_params::SpillArea;
 use crate::config::ReadbackConfig;
 use crate::error::Result;
 use crate::layout::{BucketTable, SlotLayout};
 use crate::raw::buffer::DeviceBuffer;
 use crate::raw::driver;
-use crate::source::{ColumnSource, RawCount};
-use cudarc::driver::sys::{CUevent, CUstream};
+use crate::source::ColumnSource;
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaContext;
 use std::sync::{Arc, OnceLock};
 
@@ -24,22 +21,23 @@ pub(crate) struct SpillPlan {
 }
 
 /// `rows` rows of every column per slot (per bucket, bucketed), in device memory, laid out like
-/// a slot without trailer.
+/// a slot without trailer. `F` is the readback that fetches spilled rows (the host engine):
+/// generic, so that the region knows nothing of the engines that hold it.
 #[derive(Debug)]
-pub(crate) struct SpillRegion {
-    pub(super) rows: usize,
-    pub(super) buffer: DeviceBuffer,
-    pub(super) layout: SlotLayout,
+pub(crate) struct SpillRegion<F> {
+    rows: usize,
+    buffer: DeviceBuffer,
+    layout: SlotLayout,
     /// Bucketed: the k offsets b * rows of the region's buckets (device memory), for the
     /// fetch's bucket pack.
     offsets: Option<DeviceBuffer>,
     /// Slots of the fetch's readback.
     fetch_slots: usize,
     /// The readback that brings spilled rows back (made on first use).
-    fetch: OnceLock<Arc<HostEngine>>,
+    fetch: OnceLock<Arc<F>>,
 }
 
-impl SpillRegion {
+impl<F> SpillRegion<F> {
     /// The spill region of an append readback of `elem_sizes` with `buckets` buckets and
     /// `cfg`'s slots and spill rows; `None` for 0 rows.
     pub(crate) fn plan(
@@ -97,42 +95,21 @@ impl SpillRegion {
         self.rows
     }
 
-    /// Enqueues on `stream`, after `after`, the fetch of the rows spilled from slot `slot`,
-    /// counted by `count` (a `u64` per bucket). The fetch's readback is made on first use, in
-    /// `ctx`, with `cfg`'s settings for this region's rows and the fetch's slots.
-    ///
-    /// # Safety
-    /// `stream` and `after` are live handles of `ctx`, this region's context; the append that
-    /// wrote slot `slot`'s region and `count` is complete, and neither is written again until
-    /// the fetch completes (the caller orders the slot's next append after it).
-    pub(crate) unsafe fn fetch(
-        &self,
-        ctx: &Arc<CudaContext>,
-        cfg: &ReadbackConfig,
-        stream: CUstream,
-        after: Option<CUevent>,
-        slot: usize,
-        count: RawCount,
-    ) -> Result<TicketCore> {
-        let engine = match self.fetch.get() {
-            Some(e) => e.clone(),
-            None => {
-                let mut cfg = cfg.clone();
-                cfg.capacity = self.rows;
-                cfg.slots = self.fetch_slots;
-                cfg.spill = None;
-                let e = HostEngine::packs(
-                    ctx,
-                    self.layout.elem_sizes(),
-                    &cfg,
-                    BucketTable::IfBucketed,
-                )?;
-                self.fetch.get_or_init(|| e).clone()
-            }
-        };
+    /// The region as an append descriptor gives it to the kernel.
+    pub(crate) fn area(&self) -> SpillArea<'_> {
+        SpillArea {
+            base: self.buffer.ptr(),
+            rows: self.rows,
+            layout: &self.layout,
+        }
+    }
+
+    /// What a fetch of slot `slot`'s spilled rows packs: every column's region of that slot
+    /// (the rows of every bucket), and the buckets' offsets if bucketed.
+    pub(crate) fn sources(&self, slot: usize) -> (Vec<ColumnSource>, Option<CUdeviceptr>) {
         let base = self.buffer.ptr() + (slot * self.layout.slot_stride()) as u64;
         let len = self.rows * self.layout.buckets();
-        let cols: Vec<ColumnSource> = self
+        let cols = self
             .layout
             .column_offsets()
             .iter()
@@ -141,22 +118,30 @@ impl SpillRegion {
                 len,
             })
             .collect();
-        let pack = Pack {
-            sources: &cols,
-            count,
-            offsets: self.offsets.as_ref().map(|o| o.ptr()),
-        };
-        // SAFETY: per the contract; the region, its offsets and the count are device memory
-        // of this context that the fetch reads in bounds (a slot's region holds `len` rows of
-        // every column).
-        let lease = unsafe {
-            engine.prepare(stream, after)?;
-            engine.pack(stream, pack)?
-        };
-        let fill = Fill::Pack {
-            kind: count.kind(),
-            lens: Lens::of(&cols),
-        };
-        Ok(TicketCore::new(engine, lease, fill))
+        (cols, self.offsets.as_ref().map(|o| o.ptr()))
+    }
+
+    /// The settings of the fetch's readback: `cfg`'s, for this region's rows and the fetch's
+    /// slots.
+    pub(crate) fn fetch_config(&self, cfg: &ReadbackConfig) -> ReadbackConfig {
+        let mut cfg = cfg.clone();
+        cfg.capacity = self.rows;
+        cfg.slots = self.fetch_slots;
+        cfg.spill = None;
+        cfg
+    }
+
+    /// The region's layout (a slot's, without trailer).
+    pub(crate) fn layout(&self) -> &SlotLayout {
+        &self.layout
+    }
+
+    /// The fetch's readback, made by `make` on first use.
+    pub(crate) fn fetcher(&self, make: impl FnOnce() -> Result<Arc<F>>) -> Result<Arc<F>> {
+        if let Some(e) = self.fetch.get() {
+            return Ok(e.clone());
+        }
+        let e = make()?;
+        Ok(self.fetch.get_or_init(|| e).clone())
     }
 }

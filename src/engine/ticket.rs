@@ -8,8 +8,17 @@ use super::view::SlotView;
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A readback of two slot sets ([`crate::Transport::Auto`]): the ticket's number across both
+/// sets, and where a wait leaves the count it read back, which chooses the next enqueue's set.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub(crate) seq: u64,
+    pub(crate) last_count: Arc<AtomicUsize>,
+}
 
 /// A held slot of a host-sequenced readback. Releases the slot when dropped.
 #[derive(Debug)]
@@ -17,6 +26,7 @@ pub(crate) struct TicketCore {
     engine: Arc<HostEngine>,
     lease: Lease,
     fill: Fill,
+    observed: Option<Observed>,
 }
 
 impl TicketCore {
@@ -25,11 +35,25 @@ impl TicketCore {
             engine,
             lease,
             fill,
+            observed: None,
         }
     }
 
+    /// The same ticket, numbered and observed as `observed` says.
+    pub(crate) fn observed(mut self, observed: Observed) -> Self {
+        self.observed = Some(observed);
+        self
+    }
+
+    /// The readback's number: the readback's own across both slot sets of an observed ticket,
+    /// else its slot set's.
     pub(crate) fn seq(&self) -> u64 {
-        self.lease.seq
+        self.observed.as_ref().map_or(self.lease.seq, |o| o.seq)
+    }
+
+    /// The transport of the slot set this ticket holds a slot of.
+    pub(crate) fn transport(&self) -> crate::config::Transport {
+        self.engine.transport()
     }
     pub(crate) fn slot(&self) -> usize {
         self.lease.slot
@@ -66,7 +90,19 @@ impl TicketCore {
             // The append finished: its scratch is reset.
             self.engine.mark_scratch_clean(self.lease.slot);
         }
-        view
+        match (&self.observed, view) {
+            (Some(o), Ok(view)) => {
+                o.last_count.store(view.rows(), Ordering::Relaxed);
+                Ok(view.renumbered(o.seq))
+            }
+            // A count past the capacity chooses as a full slot would.
+            (Some(o), Err(e @ Error::CountExceedsCapacity { count, .. })) => {
+                let count = usize::try_from(count).unwrap_or(usize::MAX);
+                o.last_count.store(count, Ordering::Relaxed);
+                Err(e)
+            }
+            (_, view) => view,
+        }
     }
 
     /// Append: the rows that reached the slot, also after an [`Error::AppendOverflow`] (then

@@ -1,8 +1,8 @@
 //! What fills a slot ([`Fill`]), and decoding the trailer (and bucket table) it leaves into
 //! the rows the slot holds or the error its status bits stand for: one decode for both
 //! engines, on pure host logic that needs no GPU.
+use super::slots::{BucketTable, Slots, Trailer};
 use super::view::SlotView;
-use super::Slots;
 use crate::element::CountKind;
 use crate::error::{Error, Result};
 use crate::layout::MAX_COLUMNS;
@@ -85,20 +85,6 @@ impl Lens {
     pub(crate) fn as_slice(&self) -> &[usize] {
         &self.v[..self.n]
     }
-}
-
-/// The trailer at the end of every slot, as a kernel wrote it.
-pub(crate) type Trailer = abi::srb_trailer;
-
-/// The bucket table of a bucketed slot, as the host read it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct BucketTable {
-    pub(crate) bad_rows: u64,
-    pub(crate) bad_bucket: u64,
-    pub(crate) bad_offset: u64,
-    pub(crate) bad_limit: u64,
-    /// Each bucket's true count (as read, for a bucket pack: sign-extended).
-    pub(crate) counts: Vec<u64>,
 }
 
 /// Decodes a bucketed slot filled as `fill`: its trailer `t` and table, `capacity` rows per

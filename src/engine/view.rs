@@ -1,5 +1,5 @@
 //! The host's view of one complete slot: its rows, column by column, in pinned memory.
-use super::Slots;
+use super::slots::Slots;
 
 /// `rows` rows of every column of slot `slot`, readback `seq` (bucketed: `buckets[b]` rows of
 /// bucket b, `rows` their sum). Made only for a complete readback whose slot stays held for
@@ -97,6 +97,12 @@ impl<'a> SlotView<'a> {
     }
     pub(crate) fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The same view, numbered `seq` (a readback of two slot sets numbers its readbacks
+    /// across both).
+    pub(crate) fn renumbered(self, seq: u64) -> Self {
+        SlotView { seq, ..self }
     }
 
     /// Column `col`'s `capacity * elem_size` bytes, past the count too (what a staged copy

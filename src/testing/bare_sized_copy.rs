@@ -2,16 +2,18 @@
 //! comparison harness. [`BareSizedCopy`] is the library's own graph (`[srb_pack_switch] ->
 //! SWITCH`, body `k` copying `min(2^k, capacity)` rows and the trailer device -> host) and
 //! kernel, built by [`SizedCopy::new`] for the slots of one `f64` column, with the pack
-//! parameters and grid the engine computes ([`slots::pack_params`], [`slots::pack_grid`]).
+//! parameters and grid the engine computes ([`slots::pack_params`], [`pack_params::pack_grid`]).
 //! Launches take the slots in turn, as a readback's ring does, so the floor's copies land in as
 //! much host memory as the readback's. What it leaves out is the readback engine: no ring
 //! bookkeeping, no tickets, no event per slot, no trailer or sequence wait, no checks of what a
 //! launch is given. The caller launches it, waits for it however it likes, then reads the count
 //! and the rows.
 use crate::element::CountKind;
+use crate::engine::pack_params::{self, PackTarget, SlotAt};
+use crate::engine::plan::CopyPlan;
 use crate::engine::sized_copy::{self, SizedCopy};
-use crate::engine::slots::{self, CopyPlan, PackTarget, SlotAt};
-use crate::engine::trailer::{self, Fill, Lens, Trailer};
+use crate::engine::slots::Trailer;
+use crate::engine::trailer::{self, Fill, Lens};
 use crate::error::Result;
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
@@ -70,7 +72,7 @@ impl BareSizedCopy {
         let sync =
             DeviceBuffer::new_zeroed(ctx, num_slots * std::mem::size_of::<abi::srb_slot_sync>())?;
         let shape = LaunchShape {
-            grid: slots::pack_grid(ctx, &layout, None)?,
+            grid: pack_params::pack_grid(ctx, &layout, None)?,
             block: abi::SRB_PACK_THREADS,
             programmatic: false,
         };
@@ -80,7 +82,7 @@ impl BareSizedCopy {
             num_slots,
         };
         let sized = SizedCopy::new(ctx, &layout, num_slots, shape, &host, &staging, |slot| {
-            slots::pack_params(
+            pack_params::pack_params(
                 &layout,
                 target,
                 &[],
@@ -136,7 +138,7 @@ impl BareSizedCopy {
         seq: u64,
     ) -> Result<()> {
         let slot = self.next;
-        let p = slots::pack_params(
+        let p = pack_params::pack_params(
             &self.layout,
             self.target(),
             &[ColumnSource { ptr: rows, len }],

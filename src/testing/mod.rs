@@ -172,7 +172,7 @@ pub fn decode_pack_trailer(
     lens: &[usize],
 ) -> Result<usize> {
     let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-    let t = crate::engine::trailer::Trailer {
+    let t = crate::engine::slots::Trailer {
         count_raw: word(0),
         count_copied: word(8),
         status: u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")),
@@ -181,7 +181,15 @@ pub fn decode_pack_trailer(
     };
     let fill = crate::engine::trailer::Fill::Pack {
         kind,
-        lens: crate::engine::Lens::new(lens),
+        lens: crate::engine::trailer::Lens::new(lens),
     };
     crate::engine::trailer::decode(&t, expected, 0, capacity, &fill, &[])
+}
+
+/// While on, readbacks made settle [`crate::StagedCopy::Auto`] on the whole-slot copy, as a
+/// driver older than CUDA 12.8 makes them (the fallback no driver of the GPU test host takes);
+/// an explicit [`crate::StagedCopy::Sized`] keeps its driver check. Process-wide: a test that
+/// turns it on turns it off before it returns.
+pub fn force_whole_slot_fallback(on: bool) {
+    crate::engine::delivery::force_whole_slot_fallback(on);
 }

@@ -11,6 +11,7 @@
 //! The reliability suite's fault scenarios run in child processes of this binary: with
 //! `SRB_RELIABILITY_SCENARIO` set it runs that one scenario and exits.
 mod append;
+mod auto;
 mod buckets;
 mod embedding;
 mod kernel_image;
@@ -29,6 +30,7 @@ const SUBJECTS: &[&[Test]] = &[
     append::TESTS,
     buckets::TESTS,
     staged_switch::TESTS,
+    auto::TESTS,
     embedding::TESTS,
     reliability::load::TESTS,
     reliability::lifecycle::TESTS,

@@ -1,6 +1,7 @@
 //! The append path of a host-sequenced readback: a slot reserved for the user's kernel
 //! (`append_begin`), completed after its launch (`append_end`), and the fetch of the rows it
 //! spilled.
+use super::spill_fetch;
 use super::HostEngine;
 use crate::engine::ring::Lease;
 use crate::engine::ticket::TicketCore;
@@ -78,14 +79,16 @@ impl HostEngine {
 
     /// The append descriptor of `lease`'s slot.
     fn append_desc(&self, lease: &Lease) -> abi::srb_append_desc {
-        let layout = &self.slots.layout;
+        let layout = self.slots.layout();
         abi::srb_append_desc {
             seq: lease.seq,
             slot: lease.slot as u32,
             num_buckets: layout.buckets() as u32,
             bucket_table: layout.bucket_table_offset() as u64,
             bucket_counts: self.bucket_counts.as_ref().map_or(0, |b| b.ptr()),
-            ..self.slots.append_desc(self.spill.as_ref())
+            ..self
+                .slots
+                .append_desc(self.spill.as_ref().map(|s| s.area()))
         }
     }
 
@@ -118,7 +121,8 @@ impl HostEngine {
         // and stay unwritten while the lease is held and its append is complete; the slot's
         // event is recorded after the fetch below, so the next append waits for it.
         let fetched = unsafe {
-            spill.fetch(
+            spill_fetch::fetch(
+                spill,
                 self.context(),
                 self.slots.config(),
                 stream,

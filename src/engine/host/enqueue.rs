@@ -3,14 +3,14 @@
 //! (the safe enqueue), taking a slot, ordering after the slot's previous readback, the pack
 //! kernel, the staged copy and the slot's event.
 use super::HostEngine;
-use crate::config::{StagedCopy, Transport};
+use crate::config::Transport;
 use crate::element::CountType;
+use crate::engine::pack_params::{Pack, SlotAt};
 use crate::engine::ring::Lease;
-use crate::engine::slots::{Pack, SlotAt};
 use crate::engine::ticket::TicketCore;
 use crate::engine::tracked::ErasedDevicePtr;
-use crate::engine::trailer::Fill;
-use crate::engine::Lens;
+use crate::engine::trailer::{Fill, Lens};
+
 use crate::error::{Error, Result};
 use crate::layout::MAX_COLUMNS;
 use crate::raw::driver;
@@ -214,7 +214,7 @@ impl HostEngine {
     /// enqueued), and gives the slot back on an error.
     ///
     /// # Safety
-    /// - the sources and count of `pack` passed [`crate::engine::Slots::check_sources`];
+    /// - the sources and count of `pack` passed [`crate::engine::slots::Slots::check_sources`];
     /// - `stream` is live, of this context, prepared; the context is bound;
     /// - the memory of `pack` is valid as [`Self::enqueue_raw`] requires.
     pub(crate) unsafe fn pack(&self, stream: CUstream, pack: Pack<'_>) -> Result<Lease> {
@@ -292,24 +292,13 @@ impl HostEngine {
         id: u64,
         copy: bool,
     ) -> Result<()> {
-        // The sized copy ran inside the slot's graph, with the pack.
-        let whole = self.slots.staged_copy() == Some(StagedCopy::Whole);
-        let copied = match (&self.slots.staging, copy && whole) {
-            (Some(dev), true) => {
-                let off = lease.slot * self.slots.layout.slot_stride();
-                // SAFETY: both ranges lie inside their allocations of `total` bytes; the host
-                // range belongs to this lease's slot, which no one reads until the event
-                // completes.
-                unsafe {
-                    driver::memcpy_dtoh_async(
-                        self.slots.host.host_ptr().add(off),
-                        dev.ptr() + off as u64,
-                        self.slots.layout.slot_bytes(),
-                        stream,
-                    )
-                }
-            }
-            _ => Ok(()),
+        // The delivery's copy to the host, if it has one, after a kernel that was enqueued.
+        let copied = if copy {
+            // SAFETY: per the contract; the lease is held, and no one reads its host slot
+            // until the event below completes.
+            unsafe { self.slots.after_fill(stream, lease.slot) }
+        } else {
+            Ok(())
         };
         // Recorded even if the copy failed: the kernel is in flight, and the slot's next user
         // (or the engine's drop) must be able to wait for it through this event.

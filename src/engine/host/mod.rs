@@ -2,9 +2,10 @@
 //! ring, records one event per slot after the readback, and hands out a ticket that holds the
 //! slot. By phase: `enqueue.rs` (the safe and the raw enqueue, the pack into a slot),
 //! `append.rs` (a slot for the user's kernel, and the fetch of its spill), `wait.rs`.
+use super::plan::{Filler, Sequencing, SlotPlan};
 use super::ring::{Lease, Ring};
-use super::slots::{Filler, Sequencing, Slots};
-use super::spill::SpillRegion;
+use super::slots::Slots;
+use super::spill::{SpillPlan, SpillRegion};
 use crate::config::ReadbackConfig;
 use crate::error::Result;
 use crate::info::ReadbackInfo;
@@ -19,7 +20,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod append;
 mod enqueue;
+pub(crate) mod spill_fetch;
 mod wait;
+
+/// A spill region whose fetch is a host engine.
+pub(crate) type Spill = SpillRegion<HostEngine>;
 
 /// Per-slot host state, written only by the holder of the slot's lease (the ring's mutex orders
 /// one holder's writes before the next holder's reads).
@@ -42,96 +47,86 @@ pub(crate) struct HostEngine {
     pub(super) slots: Slots,
     pub(super) ring: Mutex<Ring>,
     pub(super) state: Vec<SlotState>,
-    pub(super) spill: Option<SpillRegion>,
+    pub(super) spill: Option<Spill>,
     /// Bucketed append: per slot, the buckets' counters and their spilled rows (2 k u64).
     pub(super) bucket_counts: Option<DeviceBuffer>,
 }
 
+/// What an append readback will be: its slots and its spill region.
+#[derive(Debug)]
+pub(crate) struct AppendPlan {
+    slots: SlotPlan,
+    spill: Option<SpillPlan>,
+}
+
 impl HostEngine {
-    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that the pack
-    /// kernels fill (the bucket pack, whose slots always have a bucket table).
-    pub(crate) fn packs(
-        ctx: &Arc<CudaContext>,
+    /// The slots of a readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that
+    /// the pack kernels fill (the bucket pack, whose slots always have a bucket table),
+    /// checked before any driver call.
+    pub(crate) fn plan_packs(
         elem_sizes: &[usize],
         cfg: &ReadbackConfig,
         table: BucketTable,
-    ) -> Result<Arc<Self>> {
-        let slots = Slots::new(ctx, elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
-        Self::with_slots(ctx, slots, cfg, None, None)
+    ) -> Result<SlotPlan> {
+        SlotPlan::new(elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)
     }
 
-    /// A readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that the user's
-    /// append kernels fill: with a spill region of `cfg.spill_rows()` rows per slot (per
-    /// bucket) and, bucketed, the buckets' counters.
-    pub(crate) fn appends(
-        ctx: &Arc<CudaContext>,
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-    ) -> Result<Arc<Self>> {
-        let plan = SpillRegion::plan(elem_sizes, cfg, cfg.buckets)?;
-        let slots = Slots::new(
-            ctx,
+    /// The pack readback `plan` describes.
+    pub(crate) fn packs(ctx: &Arc<CudaContext>, plan: SlotPlan) -> Result<Arc<Self>> {
+        let slots = Slots::new(ctx, plan)?;
+        Self::with_slots(ctx, slots, None, None)
+    }
+
+    /// An append readback of `cfg.slots` slots of `cfg.capacity` rows of `elem_sizes` that the
+    /// user's kernels fill, with a spill region of `cfg.spill_rows()` rows per slot (per
+    /// bucket), checked before any driver call.
+    pub(crate) fn plan_appends(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<AppendPlan> {
+        let slots = SlotPlan::new(
             elem_sizes,
             cfg,
             Sequencing::Host,
             BucketTable::IfBucketed,
             Filler::Append,
         )?;
+        let spill = Spill::plan(elem_sizes, cfg, cfg.buckets)?;
+        Ok(AppendPlan { slots, spill })
+    }
+
+    /// The append readback `plan` describes: its slots, its spill region and, bucketed, the
+    /// buckets' counters.
+    pub(crate) fn appends(ctx: &Arc<CudaContext>, plan: AppendPlan) -> Result<Arc<Self>> {
+        let (num_slots, k) = (plan.slots.config.slots, plan.slots.config.buckets);
+        let slots = Slots::new(ctx, plan.slots)?;
         let spill = plan
-            .map(|p| SpillRegion::new(ctx, p, cfg.slots))
+            .spill
+            .map(|p| SpillRegion::new(ctx, p, num_slots))
             .transpose()?;
-        let k = cfg.buckets;
         let bucket_counts = if k > 1 {
-            Some(DeviceBuffer::new_zeroed(ctx, 16 * k * cfg.slots)?)
+            Some(DeviceBuffer::new_zeroed(ctx, 16 * k * num_slots)?)
         } else {
             None
         };
-        Self::with_slots(ctx, slots, cfg, spill, bucket_counts)
+        Self::with_slots(ctx, slots, spill, bucket_counts)
     }
 
     fn with_slots(
         ctx: &Arc<CudaContext>,
         slots: Slots,
-        cfg: &ReadbackConfig,
-        spill: Option<SpillRegion>,
+        spill: Option<Spill>,
         bucket_counts: Option<DeviceBuffer>,
     ) -> Result<Arc<Self>> {
-        let events = (0..cfg.slots)
+        let n = slots.num_slots();
+        let events = (0..n)
             .map(|_| Event::new(ctx))
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(HostEngine {
             events,
             slots,
-            ring: Mutex::new(Ring::new(cfg.slots)),
-            state: (0..cfg.slots).map(|_| SlotState::default()).collect(),
+            ring: Mutex::new(Ring::new(n)),
+            state: (0..n).map(|_| SlotState::default()).collect(),
             spill,
             bucket_counts,
         }))
-    }
-
-    /// What [`Self::packs`] checks before it touches the driver: the slots' settings and
-    /// sizes.
-    pub(crate) fn check_packs(
-        elem_sizes: &[usize],
-        cfg: &ReadbackConfig,
-        table: BucketTable,
-    ) -> Result<()> {
-        Slots::plan(elem_sizes, cfg, Sequencing::Host, table, Filler::Pack)?;
-        Ok(())
-    }
-
-    /// What [`Self::appends`] checks before it touches the driver: the slots' settings and
-    /// sizes, and those of the spill region.
-    pub(crate) fn check_appends(elem_sizes: &[usize], cfg: &ReadbackConfig) -> Result<()> {
-        Slots::plan(
-            elem_sizes,
-            cfg,
-            Sequencing::Host,
-            BucketTable::IfBucketed,
-            Filler::Append,
-        )?;
-        SpillRegion::plan(elem_sizes, cfg, cfg.buckets)?;
-        Ok(())
     }
 
     pub(crate) fn slots(&self) -> &Slots {
@@ -146,7 +141,7 @@ impl HostEngine {
     }
     /// Rows of spill per slot (0 without a spill region).
     pub(crate) fn spill_rows(&self) -> usize {
-        self.spill.as_ref().map_or(0, SpillRegion::rows)
+        self.spill.as_ref().map_or(0, Spill::rows)
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {

@@ -301,8 +301,8 @@ impl Worker {
             r.verified_status += 1;
         }
         match transport {
-            Transport::Mapped => r.mapped += 1,
             Transport::Staged => r.staged += 1,
+            Transport::Mapped | Transport::Auto => r.mapped += 1,
         }
     }
 }
@@ -331,7 +331,9 @@ impl<T: Element> Lane<T> {
         let cap = *rng.pick(&CAPACITIES);
         let slots = 1 + rng.below(4) as usize;
         let wait = match transport {
-            Transport::Mapped => *rng.pick(&[WaitMode::Trailer, WaitMode::Event, WaitMode::Auto]),
+            Transport::Mapped | Transport::Auto => {
+                *rng.pick(&[WaitMode::Trailer, WaitMode::Event, WaitMode::Auto])
+            }
             Transport::Staged => *rng.pick(&[WaitMode::Event, WaitMode::Auto]),
         };
         let pdl = rng.one_in(2);
@@ -442,9 +444,9 @@ impl<T: Element> Lane<T> {
                 if !matches!(f.expected, Expected::Data(_)) {
                     r.verified_status += 1;
                 }
-                match self.rb.transport() {
-                    Transport::Mapped => r.mapped += 1,
+                match f.ticket.transport() {
                     Transport::Staged => r.staged += 1,
+                    Transport::Mapped | Transport::Auto => r.mapped += 1,
                 }
             }
             Err(why) => {
@@ -628,7 +630,7 @@ impl AppendLane {
         let spill = *rng.pick(&[0usize, 1, cap, 2 * cap]);
         let slots = 1 + rng.below(3) as usize;
         let wait = match transport {
-            Transport::Mapped => *rng.pick(&[WaitMode::Trailer, WaitMode::Event]),
+            Transport::Mapped | Transport::Auto => *rng.pick(&[WaitMode::Trailer, WaitMode::Event]),
             Transport::Staged => WaitMode::Event,
         };
         let mut schema = ColumnSchema::new();

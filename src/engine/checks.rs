@@ -1,0 +1,115 @@
+//! The checks of what an enqueue or a recording is given, against the slots it would fill:
+//! streams, events and device addresses of the readback's context, sources that match the
+//! layout, a count address that suits its kind. Each check is here once; the engines call
+//! them before any launch.
+use super::slots::Slots;
+use crate::error::{Error, Result};
+use crate::raw::driver;
+use crate::source::{ColumnSource, RawCount};
+use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::{CudaEvent, CudaStream};
+
+impl Slots {
+    /// Errors unless `stream` belongs to this readback's context.
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if stream.context().cu_ctx() != self.context().cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless `event` belongs to this readback's context.
+    pub(crate) fn check_event(&self, event: &CudaEvent) -> Result<CUevent> {
+        if event.context().cu_ctx() != self.context().cu_ctx() {
+            return Err(Error::ForeignContext { what: "the event" });
+        }
+        Ok(event.cu_event())
+    }
+
+    /// Errors unless the raw stream `stream` belongs to this readback's context (the null
+    /// stream stands for the current context's legacy stream). Binds the context.
+    ///
+    /// # Safety
+    /// `stream` is a live stream handle or null.
+    pub(crate) unsafe fn check_raw_stream(&self, stream: CUstream) -> Result<()> {
+        driver::bind(self.context())?;
+        // SAFETY: per the contract.
+        let owner = unsafe { driver::stream_context(stream)? };
+        if owner != self.context().cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the raw device address `ptr` is memory of this readback's context. The
+    /// context must be bound.
+    pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
+        // SAFETY: only queries the driver's bookkeeping for the address.
+        match unsafe { driver::pointer_owner(ptr)? } {
+            None => Err(Error::BadPointer {
+                what,
+                addr: ptr,
+                align: 1,
+            }),
+            Some((ctx, ordinal)) => {
+                let same_ctx = ctx.is_null() || ctx == self.context().cu_ctx();
+                if same_ctx && ordinal as usize == self.context().ordinal() {
+                    Ok(())
+                } else {
+                    Err(Error::ForeignContext { what })
+                }
+            }
+        }
+    }
+
+    /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
+    /// memory of this context. Binds the context.
+    pub(crate) fn check_raw_sources(
+        &self,
+        sources: &[ColumnSource],
+        count: RawCount,
+    ) -> Result<()> {
+        driver::bind(self.context())?;
+        let what = if sources.len() == 1 {
+            "the data"
+        } else {
+            "a column's data"
+        };
+        for s in sources {
+            if s.len > 0 {
+                self.check_raw_pointer(what, s.ptr)?;
+            }
+        }
+        if count.ptr() != 0 {
+            self.check_raw_pointer("the count", count.ptr())?;
+        }
+        Ok(())
+    }
+
+    /// Errors unless `columns` match the layout and the count address suits its kind. Pure
+    /// host logic.
+    pub(crate) fn check_sources(&self, columns: &[ColumnSource], count: RawCount) -> Result<()> {
+        let want = self.layout().elem_sizes().len();
+        if columns.len() != want {
+            return Err(Error::schema(format!(
+                "this readback has {want} column(s), the enqueue gave {}",
+                columns.len()
+            )));
+        }
+        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: count.ptr(),
+                align: count.kind().size(),
+            });
+        }
+        if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
+            return Err(Error::BadPointer {
+                what: "a column's data",
+                addr: 0,
+                align: 1,
+            });
+        }
+        Ok(())
+    }
+}
