@@ -77,7 +77,7 @@ def run(n: int = 1 << 20, steps: int = 5, capacity: int = 1 << 14, seed: int = 0
             np.testing.assert_array_equal(xs[order], host[want])
             checked += len(want)
             if not quiet:
-                print(f"step {step}: {out.count} of {n} particles left the box (capacity {rb.capacity})")
+                print(f"step {step}: {out.count} of {n} particles left the box (capacity {rb.info['capacity']})")
     return checked
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from . import _native
 from ._append import APPEND_DESC_DTYPE, append_header, include_dir
 from . import _errors
+from . import _info  # noqa: F401 (puts the deprecated shortcut getters on the classes)
 from ._errors import *  # noqa: F403 (the exceptions: the names in _errors.__all__)
 from ._native import (
     KERNEL_TARGETS,

@@ -95,7 +95,8 @@ class StreamCapturingError(ReadbackError, RuntimeError):
 
 
 class NothingRecordedError(ReadbackError, RuntimeError):
-    """``GraphReadback.next()`` before anything was recorded."""
+    """``GraphReadback.next()`` before anything was recorded, or
+    ``torch_ops.CompiledReadback.next()`` with no step enqueued since the last ``next()``."""
 
 
 class RecordingMismatchError(ReadbackError, ValueError):

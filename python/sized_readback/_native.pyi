@@ -146,7 +146,24 @@ class Readback:
     def names(self) -> list[Optional[str]]: ...
 
 class Ticket:
-    """One enqueued readback. It holds its slot until the readout (and its views) are done."""
+    """One enqueued readback. It holds its slot until the readout (and its views) are done.
+
+    When a dropped ticket frees its slot:
+
+    - waited on (``wait()`` returned): the slot is the ``Readout``'s, which the ticket keeps
+      (``wait()`` returns the same one): freed once the ticket, the readout and every view
+      and DLPack export of it are gone, or at ``readout.release()`` if no view is alive;
+    - never waited on, its readback complete when it is dropped: freed at the drop;
+    - dropped while its readback is in flight, from ``enqueue`` with ``keep=True`` (the
+      default): the slot and the arrays stay held until the readback of that same readback
+      object is seen complete by its next ``enqueue`` (or ``_enqueue_raw``), by an enqueue
+      that finds every slot held (it waits for the oldest such ticket), or when the readback
+      is freed (which waits); ``slots_in_use`` counts it until then;
+    - dropped in flight otherwise (``keep=False``, ``_enqueue_raw``, append tickets): freed at
+      the drop (the core orders the slot's reuse after the readback);
+    - a failed wait freed the slot already, except after ``AppendOverflowError`` (kept for
+      ``partial()``, freed at the drop).
+    """
 
     def wait(self, timeout: Optional[float] = None) -> Readout:
         """Blocks (releasing the GIL) until the readback is complete; returns its ``Readout``

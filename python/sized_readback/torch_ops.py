@@ -62,6 +62,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from . import _native
+from ._steps import next_step
 
 __all__ = ["CompiledReadback", "enqueue"]
 
@@ -131,6 +132,7 @@ class CompiledReadback:
         transport: str = "mapped",
         graphs: bool = True,
     ) -> None:
+        self._device = device
         self._columns = columns is not None
         self._names = list(columns) if isinstance(columns, dict) else None
         self.readback = _native.Readback(capacity, dtype=dtype, columns=columns, slots=slots,
@@ -192,28 +194,22 @@ class CompiledReadback:
         else:
             # On torch's current stream, holding no reference to the inputs (see the module's
             # docs for why that is safe, and needed).
-            stream = torch.cuda.current_stream(self.readback.device)
+            stream = torch.cuda.current_stream(self._device)
             self._tickets.append(self.readback.enqueue(data, count, stream, keep=False))
 
     def next(self, timeout: Optional[float] = None) -> _native.Readout:
         """The readout of the oldest step not yet read: a waiting eager ticket's, else the
         next graph replay's. Blocks (without the GIL) until it is there. A
         ``ReadbackTimeoutError`` (or a Ctrl-C) leaves that step unread: the next ``next()``
-        returns it; any other error consumes it."""
-        if self._tickets:
-            t = self._tickets[0]
-            try:
-                out = t.wait(timeout)
-            except TimeoutError:
-                raise
-            except Exception:
-                self._tickets.popleft()
-                raise
-            self._tickets.popleft()
-            return out
-        if self._graph is None or self.recordings == 0:
-            raise RuntimeError("no step has enqueued a readback since the last next()")
-        return self._graph.next(timeout)
+        returns it; any other error consumes it.
+
+        Raises ``NothingRecordedError`` (a ``RuntimeError``) when no step enqueued a readback
+        since the last ``next()``; ``ReadbackTimeoutError`` after ``timeout`` seconds; the
+        count's errors for that step (``CountExceedsCapacityError``, ``NegativeCountError``,
+        ``CountExceedsSourceError``); ``OverrunError`` for a graph replay the device dropped
+        (the host fell more than ``slots`` replays behind); ``CudaError`` when the device
+        faulted."""
+        return next_step(self._tickets, self._graph, self.recordings, timeout)
 
     def close(self) -> None:
         """Frees the graph readback, outside any capture, and only once no graph that recorded

@@ -1,13 +1,14 @@
 //! `AppendReadback`: slots filled by the user's own kernel through the append header
 //! (`sized_readback/append.cuh`), e.g. a CuPy `RawKernel` that takes the descriptor by value.
+use crate::driver::CtxGuard;
 use crate::errors::IntoPy;
-use crate::py_util::info_dict;
-use crate::readback::{
-    check_capacity, check_settings, check_staged_copy, describe_columns, open, staged_copy_name,
-    transport_name, Keep, Ticket,
-};
-use crate::spec::{parse_columns, ColSpec};
-use crate::stream::{handle_of, CtxGuard, Shared};
+use crate::info::{self, Facts};
+use crate::keep::Keep;
+use crate::settings::{check_capacity, check_settings, check_staged_copy, transport_name};
+use crate::shared::{open, Shared};
+use crate::spec::{describe_columns, parse_columns, ColSpec};
+use crate::stream::handle_of;
+use crate::ticket::Ticket;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -134,46 +135,22 @@ impl AppendReadback {
         }
     }
 
-    /// Rows one slot holds.
-    #[getter]
-    fn capacity(&self) -> usize {
-        self.rb.capacity()
-    }
-    /// Rows of the device-side spill region per slot.
-    #[getter]
-    fn spill_capacity(&self) -> usize {
-        self.rb.spill_capacity()
-    }
-    /// Number of slots.
-    #[getter]
-    fn slots(&self) -> usize {
-        self.rb.slots()
-    }
     /// Slots held now.
     #[getter]
     fn slots_in_use(&self) -> usize {
         self.rb.slots_in_use()
     }
-    /// The CUDA device ordinal.
-    #[getter]
-    fn device(&self) -> i32 {
-        self.shared.device
-    }
-    /// `"mapped"` or `"staged"`.
-    #[getter]
-    fn transport(&self) -> &'static str {
-        transport_name(self.rb.transport())
-    }
-    /// `"whole"` for the staged transport (an append kernel cannot pick the copy's size), or
-    /// `None` (mapped).
-    #[getter]
-    fn staged_copy(&self) -> Option<&'static str> {
-        staged_copy_name(self.rb.info().staged_copy)
-    }
-    /// The settings in effect and the slot layout, as a dict (as `Readback.info`).
+    /// The settings in effect and the slot layout, as a dict (as `Readback.info`;
+    /// `staged_copy` is `"whole"` for the staged transport: an append kernel cannot pick the
+    /// copy's size).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        info_dict(py, &self.rb.info(), self.shared.device)
+        let facts = Facts {
+            core: self.rb.info(),
+            device: self.shared.device,
+            auto: None,
+        };
+        info::dict(py, &facts)
     }
     /// Replaces the slots with ones of `capacity` rows (after an `AppendOverflowError`).
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {

@@ -1,8 +1,8 @@
 //! Reading a device array from Python: PyTorch tensors directly (their own accessors, the
 //! fast path), anything else through `__dlpack__` or `__cuda_array_interface__` (v3).
 use crate::dlpack::{self, DL_CUDA};
+use crate::keep::Keep;
 use crate::py_util::{stale_accessor, torch, type_facts, Proto};
-use crate::readback::Keep;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -50,12 +50,6 @@ impl DeviceArray {
             _ => format!("V{}", self.itemsize),
         }
     }
-}
-
-/// Legacy default stream handles: null and `CU_STREAM_LEGACY` (1) are the same stream.
-pub(crate) fn same_stream(a: usize, b: usize) -> bool {
-    let norm = |s: usize| if s == 1 { 0 } else { s };
-    norm(a) == norm(b)
 }
 
 /// The `stream` argument of `__dlpack__` for a consumer stream: the legacy default stream is

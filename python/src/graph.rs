@@ -1,12 +1,14 @@
 //! `GraphReadback`: a readback recorded into a CUDA graph (e.g. inside
 //! `torch.cuda.graph(...)`) and consumed once per replay with `next()`.
 use crate::append::desc_array;
-use crate::errors::{make, IntoPy};
-use crate::py_util::info_dict;
-use crate::readback::{check_settings, column_bytes, describe_columns, inputs, open};
-use crate::readout::{HeldSlot, Holder, Readout};
-use crate::spec::{parse_columns, ColSpec};
-use crate::stream::{CtxGuard, Shared};
+use crate::driver::CtxGuard;
+use crate::errors::{make, to_py, IntoPy};
+use crate::info::{self, Facts};
+use crate::inputs::inputs;
+use crate::readout::{column_bytes, HeldSlot, Holder, Readout};
+use crate::settings::check_settings;
+use crate::shared::{open, Shared};
+use crate::spec::{describe_columns, parse_columns, ColSpec};
 use crate::wait_clock::WaitClock;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -78,7 +80,7 @@ impl GraphReadback {
                 result: Err(srb::Error::Timeout { .. }),
                 ..
             })) => Ok(None),
-            Ok(Some(Taken { result: Err(e), .. })) => Err(crate::errors::to_py(py, e)),
+            Ok(Some(Taken { result: Err(e), .. })) => Err(to_py(py, e)),
             Ok(Some(Taken {
                 replay: Some(replay),
                 ..
@@ -89,7 +91,7 @@ impl GraphReadback {
                 format!("replay {seq} was taken without its slot"),
                 &[],
             )),
-            Err(e) => Err(crate::errors::to_py(py, e)),
+            Err(e) => Err(to_py(py, e)),
         }
     }
 }
@@ -223,16 +225,6 @@ impl GraphReadback {
     fn closed(&self) -> bool {
         self.lock().is_none()
     }
-    /// Rows one slot holds.
-    #[getter]
-    fn capacity(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.graph(py)?.capacity())
-    }
-    /// Slots: how many replays may run ahead of the host.
-    #[getter]
-    fn slots(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.graph(py)?.slots())
-    }
     /// The sequence number `next()` returns next (from 1).
     #[getter]
     fn next_seq(&self, py: Python<'_>) -> PyResult<u64> {
@@ -243,15 +235,16 @@ impl GraphReadback {
     fn last_overrun(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.graph(py)?.last_overrun())
     }
-    /// The settings in effect and the slot layout, as a dict (as `Readback.info`).
+    /// The settings in effect and the slot layout, as a dict (as `Readback.info`; `slots`:
+    /// how many replays may run ahead of the host). Raises `ReadbackError` once closed.
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        info_dict(py, &self.graph(py)?.info(), self.shared.device)
-    }
-    /// The CUDA device ordinal.
-    #[getter]
-    fn device(&self) -> i32 {
-        self.shared.device
+        let facts = Facts {
+            core: self.graph(py)?.info(),
+            device: self.shared.device,
+            auto: None,
+        };
+        info::dict(py, &facts)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

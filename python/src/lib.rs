@@ -5,16 +5,28 @@
 //! `sized_readback` re-exports everything and defines the exception classes.
 mod append;
 mod array;
+mod auto;
+mod core_ticket;
+mod deferred;
 mod dlpack;
+mod driver;
 mod errors;
 mod graph;
+mod info;
+mod inputs;
+mod keep;
 mod npy;
+mod order;
+mod profile;
 mod py_util;
 mod readback;
 mod readout;
+mod settings;
+mod shared;
 mod spec;
 mod stream;
 mod testing;
+mod ticket;
 mod wait_clock;
 
 use errors::IntoPy;
@@ -35,7 +47,7 @@ fn is_available() -> bool {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<readback::Readback>()?;
-    m.add_class::<readback::Ticket>()?;
+    m.add_class::<ticket::Ticket>()?;
     m.add_class::<readout::Readout>()?;
     m.add_class::<readout::SlotView>()?;
     m.add_class::<graph::GraphReadback>()?;
@@ -47,8 +59,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("APPEND_HEADER", srb::append::HEADER)?;
     m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;
     m.add("MAX_COLUMNS", srb::MAX_COLUMNS)?;
-    m.add("AUTO_STAGED_MIN_BYTES", readback::AUTO_STAGED_MIN_BYTES)?;
-    m.add("AUTO_STAGED_MIN_FILL", readback::AUTO_STAGED_MIN_FILL)?;
+    m.add("AUTO_STAGED_MIN_BYTES", auto::AUTO_STAGED_MIN_BYTES)?;
+    m.add("AUTO_STAGED_MIN_FILL", auto::AUTO_STAGED_MIN_FILL)?;
+    m.add("INFO_FIELDS", info::fields(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     testing::add(m)?;
     Ok(())

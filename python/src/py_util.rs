@@ -274,33 +274,3 @@ pub(crate) fn cupy_current_stream(py: Python<'_>) -> PyResult<(usize, Py<PyAny>)
     let s = get.bind(py).call0()?;
     Ok((s.getattr("ptr")?.extract()?, s.unbind()))
 }
-
-/// A readback's settings and slot layout ([`srb::ReadbackInfo`]) as the `info` dict of every
-/// Python readback class, with the device ordinal.
-pub(crate) fn info_dict<'py>(
-    py: Python<'py>,
-    info: &srb::ReadbackInfo,
-    device: i32,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("capacity", info.capacity)?;
-    d.set_item("slots", info.slots)?;
-    d.set_item("buckets", info.buckets)?;
-    d.set_item("spill_capacity", info.spill_capacity)?;
-    d.set_item("transport", crate::readback::transport_name(info.transport))?;
-    d.set_item(
-        "staged_copy",
-        crate::readback::staged_copy_name(info.staged_copy),
-    )?;
-    let wait = match info.wait_mode {
-        srb::WaitMode::Event => "event",
-        _ => "trailer",
-    };
-    d.set_item("wait_mode", wait)?;
-    d.set_item("device", device)?;
-    d.set_item("slot_bytes", info.layout.slot_stride())?;
-    d.set_item("column_offsets", info.layout.column_offsets().to_vec())?;
-    d.set_item("trailer_offset", info.layout.trailer_offset())?;
-    d.set_item("programmatic_launch", info.launch_shape.programmatic)?;
-    Ok(d)
-}

@@ -43,12 +43,21 @@ impl Drop for HeldSlot {
         match self.0.take() {
             Some(Holder::Host(v)) => drop(v),
             Some(h) => {
-                let _restore = crate::stream::CtxGuard::save();
+                let _restore = crate::driver::CtxGuard::save();
                 drop(h);
             }
             None => {}
         }
     }
+}
+
+/// The column pointers of a readout.
+pub(crate) fn column_bytes(r: &srb::ColumnReadout<'_>, n: usize) -> Vec<ColumnBytes> {
+    (0..n)
+        .map(|i| ColumnBytes {
+            ptr: r.column_bytes(i).map(|b| b.as_ptr() as usize).unwrap_or(0),
+        })
+        .collect()
 }
 
 /// Where one column's rows lie in the held slot.

@@ -240,3 +240,29 @@ fn torch_bfloat16(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 fn config(py: Python<'_>, msg: String) -> PyErr {
     make(py, "ConfigError", msg, &[])
 }
+
+/// The columns as a readback's `repr` shows them: `dtype=...` or `columns=[...]`/`{...}`.
+pub(crate) fn describe_columns(py: Python<'_>, specs: &[ColSpec], columns: bool) -> String {
+    let dt = |s: &ColSpec| {
+        s.dtype
+            .bind(py)
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_default()
+    };
+    if !columns {
+        return format!("dtype={}", dt(&specs[0]));
+    }
+    let parts: Vec<String> = specs
+        .iter()
+        .map(|s| match &s.name {
+            Some(n) => format!("{n:?}: {}", dt(s)),
+            None => dt(s),
+        })
+        .collect();
+    if specs.iter().any(|s| s.name.is_some()) {
+        format!("columns={{{}}}", parts.join(", "))
+    } else {
+        format!("columns=[{}]", parts.join(", "))
+    }
+}

@@ -1,7 +1,7 @@
 //! Hooks for the tests that need no GPU: argument parsing as an enqueue does it (without its
 //! driver calls), and readouts over host memory. Not API: names start with an underscore.
 use crate::array::After;
-use crate::readback::parse_inputs;
+use crate::inputs::parse_inputs;
 use crate::readout::{ColumnBytes, HeldSlot, Holder, Readout};
 use crate::spec::parse_columns;
 use crate::stream::{handle_of, resolve};

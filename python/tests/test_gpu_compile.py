@@ -11,6 +11,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
+import sized_readback as srb  # noqa: E402
 from sized_readback.torch_ops import CompiledReadback  # noqa: E402
 
 DEV = "cuda:0"
@@ -160,7 +161,7 @@ def test_next_after_a_timeout_returns_that_same_step():
     for k in (k_of(1), k_of(2)):
         with cr.next() as out:
             np.testing.assert_array_equal(out.numpy(), expected(k))
-    with pytest.raises(RuntimeError, match="no step"):
+    with pytest.raises(srb.NothingRecordedError, match="no step"):
         cr.next()
 
 

@@ -33,7 +33,7 @@ def test_grow_with_the_same_arrays_and_types():
     rb = srb.Readback(100, dtype=torch.float64)
     data = torch.arange(1000, device=DEV, dtype=torch.float64)
     for cap in (100, 400, 1000):
-        if cap != rb.capacity:
+        if cap != rb.info["capacity"]:
             rb.grow(cap)
         for n in (0, 1, cap // 2, cap):
             with rb.enqueue(data, n_of(n)).wait() as out:
@@ -181,7 +181,7 @@ def test_the_raw_entry_point_reads_the_same():
 def test_auto_transport_follows_the_last_count():
     cap = 1 << 20
     rb = srb.Readback(cap, dtype=torch.float64, transport="auto")
-    assert rb.transport == "auto" and rb.info["transport"] == "auto"
+    assert rb.info["transport"] == "auto"
     big = rb.auto_staged_from
     assert big == max(srb._native.AUTO_STAGED_MIN_BYTES // 8, int(np.ceil(cap * srb._native.AUTO_STAGED_MIN_FILL)))
     x = torch.arange(cap, device=DEV, dtype=torch.float64)
@@ -225,14 +225,14 @@ def test_auto_numbers_both_sets_in_one_sequence_and_falls_back_to_the_other_set(
 
 def test_auto_makes_its_staged_set_only_once_a_count_can_reach_the_threshold():
     rb = srb.Readback(64, dtype=torch.float64, slots=1, transport="auto")
-    assert rb.auto_staged_from > rb.capacity
+    assert rb.auto_staged_from > rb.info["capacity"]
     assert rb.info["auto_staged_slots"] == 0  # no staged slots allocated
     x = torch.arange(1 << 20, device=DEV, dtype=torch.float64)
     o = rb.enqueue(x[:64], n_of(3)).wait()
     with pytest.raises(srb.SlotsExhaustedError):  # no staged set to fall back to
         rb.enqueue(x[:64], n_of(3))
     rb.grow(1 << 20)
-    assert rb.auto_staged_from <= rb.capacity
+    assert rb.auto_staged_from <= rb.info["capacity"]
     assert rb.info["auto_staged_slots"] == 1
     t = rb.enqueue(x, n_of(7))  # the mapped set is new: o still holds an old slot
     assert t.wait().count == 7

@@ -34,7 +34,7 @@ SCENARIO = textwrap.dedent(
             took = time.monotonic() - t0
             assert e.name == "CUDA_ERROR_ILLEGAL_ADDRESS", (e.name, str(e))
             assert took < 20, took
-            print(f"{rb.transport}: CudaError after {took:.3f} s: {e}")
+            print(f"{rb.info['transport']}: CudaError after {took:.3f} s: {e}")
         else:
             raise AssertionError("a readback after a device fault succeeded")
     print("SCENARIO OK")

@@ -63,7 +63,11 @@ def test_every_count_dtype_and_edge_count(count_dtype, n):
     with pytest.raises(srb.CountExceedsCapacityError):
         ticket.wait()  # the same error again
     rb.grow(e.value.count)
-    assert rb.capacity == CAP + 1
+    assert rb.info["capacity"] == CAP + 1
+    # The deprecated shortcut getter: the info entry's value, with a DeprecationWarning
+    # naming the replacement.
+    with pytest.warns(DeprecationWarning, match=r'use rb.info\["capacity"\]'):
+        assert rb.capacity == CAP + 1
     with rb.enqueue(data, count).wait() as out:  # the device data was untouched
         assert out.count == CAP + 1
         np.testing.assert_array_equal(out.numpy(), expected(CAP + 1, 0.5, 3.0))
@@ -268,7 +272,7 @@ def test_keep_false_holds_no_reference_and_reads_the_rows():
 
 def test_staged_transport():
     rb = srb.Readback(CAP, dtype=torch.float32, transport="staged")
-    assert rb.transport == "staged"
+    assert rb.info["transport"] == "staged"
     with rb.enqueue(produce(CAP, 1, 2, torch.float32), count_tensor(CAP, "int32")).wait() as out:
         np.testing.assert_array_equal(out.numpy(), expected(CAP, 1, 2, np.float32))
 
@@ -277,9 +281,9 @@ def test_staged_copies_whole_and_sized_read_alike():
     # The GPU host's driver (R580, CUDA 13.0) has graph conditionals: "auto" takes the sized copy.
     auto = srb.Readback(CAP, dtype=torch.float64, transport="staged")
     whole = srb.Readback(CAP, dtype=torch.float64, transport="staged", staged_copy="whole")
-    assert (auto.staged_copy, whole.staged_copy) == ("sized", "whole")
+    assert (auto.info["staged_copy"], whole.info["staged_copy"]) == ("sized", "whole")
     assert auto.info["staged_copy"] == "sized"
-    assert srb.Readback(CAP, dtype=torch.float64).staged_copy is None
+    assert srb.Readback(CAP, dtype=torch.float64).info["staged_copy"] is None
     for n in (0, 1, 3, 17, CAP):
         x = produce(CAP, n, 3)
         for rb in (auto, whole):

@@ -1,0 +1,78 @@
+//! The settings every readback class takes from Python (capacity, slots, device, transport,
+//! staged copy), checked before any driver call, and their Python names.
+use crate::errors::make;
+use pyo3::prelude::*;
+use srb::{StagedCopy, Transport};
+
+/// Checks the settings every readback kind shares, before any driver call.
+pub(crate) fn check_settings(
+    capacity: i64,
+    slots: i64,
+    device: i64,
+    transport: &str,
+) -> PyResult<(usize, usize, i32, Transport)> {
+    let capacity = check_capacity(capacity)?;
+    if slots < 1 {
+        return Err(config_error(format!(
+            "slots must be at least 1, not {slots}"
+        )));
+    }
+    if !(0..=i32::MAX as i64).contains(&device) {
+        return Err(config_error(format!(
+            "device must be a CUDA device ordinal (0, 1, ...), not {device}"
+        )));
+    }
+    let transport = match transport {
+        "mapped" => Transport::Mapped,
+        "staged" => Transport::Staged,
+        t => {
+            return Err(config_error(format!(
+                "transport must be \"mapped\" or \"staged\" (or \"auto\" for a Readback), not {t:?}"
+            )))
+        }
+    };
+    Ok((capacity, slots as usize, device as i32, transport))
+}
+
+/// The staged transport's copy from its Python name: `"auto"`, `"whole"` or `"sized"`.
+pub(crate) fn check_staged_copy(copy: &str) -> PyResult<StagedCopy> {
+    match copy {
+        "auto" => Ok(StagedCopy::Auto),
+        "whole" => Ok(StagedCopy::Whole),
+        "sized" => Ok(StagedCopy::Sized),
+        c => Err(config_error(format!(
+            "staged_copy must be \"auto\", \"whole\" or \"sized\", not {c:?}"
+        ))),
+    }
+}
+
+/// A capacity in rows, from Python: at least 1 (readbacks and their `grow`).
+pub(crate) fn check_capacity(capacity: i64) -> PyResult<usize> {
+    if capacity < 1 {
+        return Err(config_error(format!(
+            "capacity must be at least 1 row, not {capacity}"
+        )));
+    }
+    Ok(capacity as usize)
+}
+
+fn config_error(msg: String) -> PyErr {
+    Python::attach(|py| make(py, "ConfigError", msg, &[]))
+}
+
+/// A transport's Python name.
+pub(crate) fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Mapped => "mapped",
+        Transport::Staged => "staged",
+    }
+}
+
+/// The copy in use, as `info["staged_copy"]` gives it: `"whole"`, `"sized"`, or `None`
+/// (mapped: nothing is copied).
+pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
+    match c? {
+        StagedCopy::Sized => Some("sized"),
+        _ => Some("whole"),
+    }
+}
