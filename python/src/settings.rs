@@ -65,6 +65,7 @@ pub(crate) fn transport_name(t: Transport) -> &'static str {
     match t {
         Transport::Mapped => "mapped",
         Transport::Staged => "staged",
+        Transport::Auto => "auto",
     }
 }
 
