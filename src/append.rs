@@ -206,40 +206,48 @@ impl AppendReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine().info()
     }
     /// Rows one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine().slots().layout().capacity()
     }
     /// Rows of spill per slot.
+    #[deprecated(since = "0.2.0", note = "use `info().spill_capacity`")]
     pub fn spill_capacity(&self) -> usize {
         self.engine().spill_rows()
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine().slots().num_slots()
     }
-    /// Slots currently held by tickets.
+    /// Slots currently held by tickets: live state, not a setting, so not in
+    /// [`AppendReadback::info`].
     pub fn slots_in_use(&self) -> usize {
         self.engine().held()
     }
     /// The transport.
+    #[deprecated(since = "0.2.0", note = "use `info().transport`")]
     pub fn transport(&self) -> Transport {
         self.engine().transport()
     }
     /// The wait mode in effect (never `Auto`).
+    #[deprecated(since = "0.2.0", note = "use `info().wait_mode`")]
     pub fn wait_mode(&self) -> WaitMode {
         self.engine().slots().wait_mode()
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
         self.engine().slots().layout().clone()
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> Arc<CudaContext> {
         self.engine().context().clone()
     }

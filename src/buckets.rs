@@ -55,24 +55,28 @@ impl BucketReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine.info()
     }
     /// Buckets of a slot.
+    #[deprecated(since = "0.2.0", note = "use `info().buckets`")]
     pub fn buckets(&self) -> usize {
         self.engine.slots().layout().buckets()
     }
     /// Rows of each bucket.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine.slots().layout().capacity()
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine.slots().num_slots()
     }
     /// The slot layout (a copy, as every readback type's `layout()`).
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
         self.engine.slots().layout().clone()
     }

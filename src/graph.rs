@@ -227,24 +227,28 @@ impl GraphReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine.info()
     }
     /// Rows one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine.slots().layout().capacity()
     }
     /// Number of slots: how many replays may run ahead of the host.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine.slots().num_slots()
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> &SlotLayout {
         self.engine.slots().layout()
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> &Arc<CudaContext> {
         self.engine.slots().context()
     }
@@ -369,7 +373,7 @@ impl GraphReadback {
             Take::Busy(_) => return Ok(None),
             Take::Seq(seq, result) => (seq, result),
         };
-        let capacity = self.capacity();
+        let capacity = self.engine.slots().layout().capacity();
         let held = match &result {
             Ok((_, rows)) => Some(*rows),
             Err(Error::AppendOverflow { .. }) => Some(capacity),

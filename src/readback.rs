@@ -52,43 +52,50 @@ impl<T: Element> Readback<T> {
         })
     }
 
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.inner.info()
     }
 
     /// Elements one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
-        self.inner.capacity()
+        self.info().capacity
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
-        self.inner.slots()
+        self.info().slots
     }
-    /// Slots currently held by tickets.
+    /// Slots currently held by tickets: live state, not a setting, so not in [`Readback::info`].
     pub fn slots_in_use(&self) -> usize {
         self.inner.slots_in_use()
     }
     /// The transport.
+    #[deprecated(since = "0.2.0", note = "use `info().transport`")]
     pub fn transport(&self) -> Transport {
-        self.inner.transport()
+        self.info().transport
     }
     /// The wait mode in effect (never `Auto`).
+    #[deprecated(since = "0.2.0", note = "use `info().wait_mode`")]
     pub fn wait_mode(&self) -> WaitMode {
-        self.inner.wait_mode()
+        self.info().wait_mode
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
-        self.inner.layout()
+        self.info().layout
     }
     /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch).
+    #[deprecated(since = "0.2.0", note = "use `info().launch_shape`")]
     pub fn launch_shape(&self) -> LaunchShape {
-        self.inner.launch_shape()
+        self.info().launch_shape
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> Arc<CudaContext> {
-        self.inner.context()
+        self.info().context
     }
 
     /// Replaces the slots with ones of `capacity` elements, keeping the other settings.

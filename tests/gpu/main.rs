@@ -13,6 +13,7 @@
 mod append;
 mod buckets;
 mod embedding;
+mod info;
 mod kernel_image;
 mod pack;
 mod reliability;
@@ -30,6 +31,7 @@ const SUBJECTS: &[&[Test]] = &[
     buckets::TESTS,
     staged_switch::TESTS,
     embedding::TESTS,
+    info::TESTS,
     reliability::load::TESTS,
     reliability::lifecycle::TESTS,
     reliability::bad_input::TESTS,
