@@ -422,19 +422,19 @@ size_t srb_capacity(const struct srb_readback *rb);
 // `rb` is null or a live handle.
 int32_t srb_staged_copy(const struct srb_readback *rb);
 
-// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
-// released before it completes is still waited for on the device before its slot is reused.
-//
-// # Safety
-// `rb` is a live handle.
-int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
-
 // This thread's message for its last failed call (empty if none), NUL-terminated, at most
 // 1023 bytes (longer messages are cut at a UTF-8 character boundary). The text is valid
 // until this thread's next failing `srb_` call, which overwrites it in place (the pointer
 // itself stays dereferenceable for the thread's life, so reading it after another call is
 // no use-after-free); copy it to keep it.
 const char *srb_last_error(void);
+
+// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
+// released before it completes is still waited for on the device before its slot is reused.
+//
+// # Safety
+// `rb` is a live handle.
+int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
 
 // After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 // that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`

@@ -1,9 +1,9 @@
 //! Host-sequenced packs: `srb_enqueue` (one count) and `srb_enqueue_buckets` (a count and an
 //! offset per bucket), on the library's raw-stream enqueues.
-use crate::args::{event_of, handle, sources, stream_of};
+use crate::args::{event_of, sources, stream_of};
 use crate::boundary::{guard, invalid};
 use crate::codes::SRB_OK;
-use crate::handle::{srb_readback, Inner};
+use crate::handle::{handle, srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{parse_count_kind, srb_devptr, CUevent_st, CUstream_st};
 use srb::RawCount;

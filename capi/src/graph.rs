@@ -1,9 +1,9 @@
 //! Graph mode: `srb_record` records a pack into a capture, `srb_next` takes each replay by
 //! number.
-use crate::args::{event_of, handle, sources, stream_of, timeout};
+use crate::args::{event_of, sources, stream_of, timeout};
 use crate::boundary::{guard, invalid, Failure};
 use crate::codes::{SRB_NOT_READY, SRB_OK};
-use crate::handle::{srb_readback, Inner};
+use crate::handle::{handle, srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{parse_count_kind, srb_devptr, CUevent_st, CUstream_st};
 use crate::wait::answer_with_count;

@@ -1,9 +1,8 @@
 //! Host-sequenced mode: `srb_poll` and `srb_wait` on a readback's number.
-use crate::args::{handle, timeout};
+use crate::args::timeout;
 use crate::boundary::{guard, Failure};
 use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
-use crate::handle::srb_readback;
-use crate::held::waitable;
+use crate::handle::{handle, srb_readback, waitable};
 
 /// Host-sequenced mode: `SRB_OK` if readback `seq` is complete (its count is good),
 /// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks.
