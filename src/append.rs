@@ -175,7 +175,10 @@ impl AppendReadback {
     /// An append readback of the columns of `schema`, `config.capacity` rows per slot and
     /// `config.spill` rows of spill per slot (default: the capacity).
     ///
-    /// Errors as [`crate::ColumnReadback::new`].
+    /// Errors as [`crate::ColumnReadback::new`] (more than one bucket and a spill are
+    /// allowed; [`Error::InvalidConfig`] for a spill region too large);
+    /// [`Error::SizedCopyUnavailable`] for [`crate::StagedCopy::Sized`], which appends do not
+    /// have (`Auto` takes the whole-slot copy).
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -254,6 +257,8 @@ impl AppendReadback {
 
     /// Replaces the slots with ones of `capacity` rows (and, unless `spill` was set, as many
     /// rows of spill). Tickets already handed out keep the old slots until they drop.
+    ///
+    /// Errors as [`AppendReadback::new`]; after one the readback keeps its old slots.
     pub fn grow(&self, capacity: usize) -> Result<()> {
         let old = self.engine();
         let mut config = old.slots().config().clone();
@@ -281,7 +286,8 @@ impl AppendReadback {
     }
 
     /// Like [`AppendReadback::append`], after `after` (an event recorded after the work the
-    /// kernel depends on, on another stream).
+    /// kernel depends on, on another stream). Errors as [`AppendReadback::append`]
+    /// ([`Error::ForeignContext`] for an event of another context too).
     pub fn append_after<F>(
         &self,
         stream: &CudaStream,
@@ -299,6 +305,9 @@ impl AppendReadback {
     /// The first half of [`AppendReadback::append`]: reserves a slot on `stream` (after
     /// `after`) and returns its descriptor. Launch the kernel on `stream`, then call
     /// [`PendingAppend::launched`]; dropping it instead records the slot as failed.
+    ///
+    /// Errors: [`Error::ForeignContext`] for a stream or event of another context;
+    /// [`Error::StreamCapturing`]; [`Error::SlotsExhausted`]; [`Error::Cuda`].
     pub fn begin<'s>(
         &self,
         stream: &'s CudaStream,
@@ -386,6 +395,9 @@ impl PendingAppend<'_> {
 
     /// The kernel is launched on the stream: records the slot's completion and returns the
     /// ticket.
+    ///
+    /// Errors: [`Error::Cuda`] when the staged copy or the slot's completion event cannot be
+    /// enqueued (the slot is given back).
     pub fn launched(self) -> Result<AppendTicket> {
         self.finish(Ok(()))
     }
@@ -453,8 +465,8 @@ impl From<AppendTicket> for ColumnTicket {
 
 impl AppendTicket {
     /// The rows in the slot: all of them, or, after an [`Error::AppendOverflow`], the first
-    /// `capacity` (in no particular order, like all rows). Waits first; other errors as
-    /// [`ColumnTicket::wait`].
+    /// `capacity` (in no particular order, like all rows); a bucketed append's after an
+    /// [`Error::BadBucket`] too. Waits first; other errors as [`ColumnTicket::wait`].
     pub fn partial(&self) -> Result<ColumnReadout<'_>> {
         let v = self.ticket.core.partial()?;
         Ok(ColumnReadout::new(v, &self.ticket.schema))
@@ -464,6 +476,11 @@ impl AppendTicket {
     /// the rows that went to the device-side spill region, and returns its ticket (its count
     /// is the number of spilled rows). `None` when nothing spilled. The slot's next append
     /// waits for it on the device.
+    ///
+    /// Waits for the append first. Errors: [`Error::ForeignContext`] for a stream of another
+    /// context; the append's errors other than [`Error::AppendOverflow`] (as
+    /// [`ColumnTicket::wait`]); the fetch's enqueue errors ([`Error::StreamCapturing`],
+    /// [`Error::Cuda`]).
     pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
         Ok(self
             .ticket
