@@ -14,6 +14,13 @@ use srb::RawCount;
 /// producer ran on `stream`). Returns at once; stores the readback's sequence number in
 /// `*seq_out`. The sources must stay allocated and unwritten until the readback completes.
 ///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle, array or `seq_out`, an
+/// unknown `count_kind`, or a graph, bucketed or append readback; `SRB_ERR_BAD_POINTER` for a null,
+/// misaligned or unknown address; `SRB_ERR_FOREIGN_CONTEXT` for memory, a stream or an event
+/// of another context; `SRB_ERR_STREAM_CAPTURING`; `SRB_ERR_SLOTS_EXHAUSTED` when every slot
+/// is held (release one); `SRB_ERR_CUDA` on a driver error. The count's own errors come from
+/// `srb_wait`.
+///
 /// # Safety
 /// `columns` and `lens` point to one value per column; `seq_out` is writable; `stream` and
 /// `after` are live handles of the readback's context; the device pointers address memory

@@ -18,6 +18,12 @@ use std::sync::Mutex;
 /// which recording produced a replay): a different one is refused with
 /// `SRB_ERR_RECORDING_MISMATCH` and records nothing.
 ///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle or array, an unknown
+/// `count_kind`, or a readback made without `SRB_FLAG_GRAPH`; `SRB_ERR_BAD_POINTER` for a
+/// null or misaligned count;
+/// `SRB_ERR_FOREIGN_CONTEXT` for a stream or event of another context;
+/// `SRB_ERR_RECORDING_MISMATCH`; `SRB_ERR_CUDA` on a driver error (e.g. from the capture).
+///
 /// # Safety
 /// As `srb_enqueue`, for every replay.
 #[no_mangle]
@@ -63,7 +69,11 @@ pub unsafe extern "C" fn srb_record(
 /// in `*seq_out`), each of which consumes the replay; `SRB_ERR_APPEND_OVERFLOW` (the true
 /// count in `*count_out`; the replay stays held with its `capacity` rows: release it);
 /// `SRB_ERR_NOTHING_RECORDED` at once when nothing was recorded. Concurrent callers each get a
-/// different replay.
+/// different replay. The count errors are those of `srb_wait`, in the same order of
+/// precedence: a count above both the capacity and a source's length is
+/// `SRB_ERR_COUNT_EXCEEDS_CAPACITY`. Also `SRB_ERR_CORRUPT` and `SRB_ERR_CUDA` as `srb_wait`
+/// (each consumes the replay), and `SRB_ERR_INVALID_ARGUMENT` for a null handle or a readback
+/// made without `SRB_FLAG_GRAPH`.
 ///
 /// # Safety
 /// `rb` is a live handle; `seq_out` and `count_out` are null or writable.
