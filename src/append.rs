@@ -175,7 +175,10 @@ impl AppendReadback {
     /// An append readback of the columns of `schema`, `config.capacity` rows per slot and
     /// `config.spill` rows of spill per slot (default: the capacity).
     ///
-    /// Errors as [`crate::ColumnReadback::new`].
+    /// Errors as [`crate::ColumnReadback::new`] (more than one bucket and a spill are
+    /// allowed; [`Error::InvalidConfig`] for a spill region too large);
+    /// [`Error::SizedCopyUnavailable`] for [`crate::StagedCopy::Sized`], which appends do not
+    /// have (`Auto` takes the whole-slot copy).
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -207,46 +210,56 @@ impl AppendReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine().info()
     }
     /// Rows one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine().slots().layout().capacity()
     }
     /// Rows of spill per slot.
+    #[deprecated(since = "0.2.0", note = "use `info().spill_capacity`")]
     pub fn spill_capacity(&self) -> usize {
         self.engine().spill_rows()
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine().slots().num_slots()
     }
-    /// Slots currently held by tickets.
+    /// Slots currently held by tickets: live state, not a setting, so not in
+    /// [`AppendReadback::info`].
     pub fn slots_in_use(&self) -> usize {
         self.engine().held()
     }
     /// The transport.
+    #[deprecated(since = "0.2.0", note = "use `info().transport`")]
     pub fn transport(&self) -> Transport {
         self.engine().transport()
     }
     /// The wait mode in effect (never `Auto`).
+    #[deprecated(since = "0.2.0", note = "use `info().wait_mode`")]
     pub fn wait_mode(&self) -> WaitMode {
         self.engine().slots().wait_mode()
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
         self.engine().slots().layout().clone()
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> Arc<CudaContext> {
         self.engine().context().clone()
     }
 
     /// Replaces the slots with ones of `capacity` rows (and, unless `spill` was set, as many
     /// rows of spill). Tickets already handed out keep the old slots until they drop.
+    ///
+    /// Errors as [`AppendReadback::new`]; after one the readback keeps its old slots.
     pub fn grow(&self, capacity: usize) -> Result<()> {
         let old = self.engine();
         let mut config = old.slots().config().clone();
@@ -275,7 +288,8 @@ impl AppendReadback {
     }
 
     /// Like [`AppendReadback::append`], after `after` (an event recorded after the work the
-    /// kernel depends on, on another stream).
+    /// kernel depends on, on another stream). Errors as [`AppendReadback::append`]
+    /// ([`Error::ForeignContext`] for an event of another context too).
     pub fn append_after<F>(
         &self,
         stream: &CudaStream,
@@ -293,6 +307,9 @@ impl AppendReadback {
     /// The first half of [`AppendReadback::append`]: reserves a slot on `stream` (after
     /// `after`) and returns its descriptor. Launch the kernel on `stream`, then call
     /// [`PendingAppend::launched`]; dropping it instead records the slot as failed.
+    ///
+    /// Errors: [`Error::ForeignContext`] for a stream or event of another context;
+    /// [`Error::StreamCapturing`]; [`Error::SlotsExhausted`]; [`Error::Cuda`].
     pub fn begin<'s>(
         &self,
         stream: &'s CudaStream,
@@ -380,6 +397,9 @@ impl PendingAppend<'_> {
 
     /// The kernel is launched on the stream: records the slot's completion and returns the
     /// ticket.
+    ///
+    /// Errors: [`Error::Cuda`] when the staged copy or the slot's completion event cannot be
+    /// enqueued (the slot is given back).
     pub fn launched(self) -> Result<AppendTicket> {
         self.finish(Ok(()))
     }
@@ -447,8 +467,8 @@ impl From<AppendTicket> for ColumnTicket {
 
 impl AppendTicket {
     /// The rows in the slot: all of them, or, after an [`Error::AppendOverflow`], the first
-    /// `capacity` (in no particular order, like all rows). Waits first; other errors as
-    /// [`ColumnTicket::wait`].
+    /// `capacity` (in no particular order, like all rows); a bucketed append's after an
+    /// [`Error::BadBucket`] too. Waits first; other errors as [`ColumnTicket::wait`].
     pub fn partial(&self) -> Result<ColumnReadout<'_>> {
         let v = self.ticket.core.partial()?;
         Ok(ColumnReadout::new(v, &self.ticket.schema))
@@ -458,6 +478,11 @@ impl AppendTicket {
     /// the rows that went to the device-side spill region, and returns its ticket (its count
     /// is the number of spilled rows). `None` when nothing spilled. The slot's next append
     /// waits for it on the device.
+    ///
+    /// Waits for the append first. Errors: [`Error::ForeignContext`] for a stream of another
+    /// context; the append's errors other than [`Error::AppendOverflow`] (as
+    /// [`ColumnTicket::wait`]); the fetch's enqueue errors ([`Error::StreamCapturing`],
+    /// [`Error::Cuda`]).
     pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
         Ok(self
             .ticket

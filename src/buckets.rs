@@ -31,7 +31,11 @@ pub struct BucketReadback {
 
 impl BucketReadback {
     /// A readback of `config.buckets` buckets of `config.capacity` rows of the columns of
-    /// `schema`. Errors as [`crate::ColumnReadback::new`].
+    /// `schema`.
+    ///
+    /// Errors as [`crate::ColumnReadback::new`] (more than one bucket is allowed; a spill is
+    /// not); [`crate::Error::SizedCopyUnavailable`] for [`crate::StagedCopy::Sized`], which a
+    /// bucket pack does not have (`Auto` takes the whole-slot copy).
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -56,24 +60,28 @@ impl BucketReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine.info()
     }
     /// Buckets of a slot.
+    #[deprecated(since = "0.2.0", note = "use `info().buckets`")]
     pub fn buckets(&self) -> usize {
         self.engine.slots().layout().buckets()
     }
     /// Rows of each bucket.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine.slots().layout().capacity()
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine.slots().num_slots()
     }
     /// The slot layout (a copy, as every readback type's `layout()`).
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
         self.engine.slots().layout().clone()
     }
@@ -83,10 +91,13 @@ impl BucketReadback {
     /// as for [`crate::ColumnReadback::enqueue`]). `counts` and `offsets` hold (at least) one value per
     /// bucket, of one count type. Returns at once.
     ///
-    /// Errors at once as [`crate::ColumnReadback::enqueue`]; from the ticket's wait:
-    /// [`crate::Error::BucketOverCapacity`], [`crate::Error::BucketOutOfRange`] (a range past its source or
-    /// into the next bucket's), [`crate::Error::NegativeCount`], each naming the first bad bucket, with
-    /// nothing copied.
+    /// Errors at once as [`crate::ColumnReadback::enqueue`], and
+    /// [`crate::Error::BufferTooShort`] when `counts` or `offsets` holds fewer values than
+    /// there are buckets; from the ticket's wait ([`crate::ColumnTicket::wait`]):
+    /// [`crate::Error::NegativeCount`], [`crate::Error::BucketOverCapacity`],
+    /// [`crate::Error::BucketOutOfRange`] (a range past its source or into the next bucket's),
+    /// in that order of precedence, each naming the first bucket of its kind, with nothing
+    /// copied.
     pub fn enqueue<C, K>(
         &self,
         stream: &CudaStream,
@@ -111,6 +122,9 @@ impl BucketReadback {
 
     /// [`BucketReadback::enqueue`] from raw device addresses: `counts` (its kind gives the
     /// offsets' kind too) and `offsets` hold one value per bucket.
+    ///
+    /// Errors as [`crate::ColumnReadback::enqueue_raw`] (`offsets` checked as the count is);
+    /// from the ticket's wait as [`BucketReadback::enqueue`].
     ///
     /// # Safety
     /// As [`crate::ColumnReadback::enqueue_raw`], for the sources, the counts and the offsets.

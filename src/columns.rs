@@ -149,8 +149,13 @@ impl ColumnReadback {
     /// A readback of the columns of `schema`, `config.capacity` rows per slot.
     ///
     /// Errors: [`Error::InvalidConfig`] for no columns or more than [`crate::MAX_COLUMNS`], a zero
-    /// capacity or slot count, an element aligned to more than 16 bytes, or sizes that
-    /// overflow; [`Error::Cuda`] if the driver cannot allocate the slots or load the kernel.
+    /// capacity or slot count, an element aligned to more than 16 bytes, sizes that overflow,
+    /// more than one bucket, a spill, or settings that do not go together;
+    /// [`Error::SizedCopyUnavailable`] for [`crate::StagedCopy::Sized`] where the driver or the
+    /// settings cannot have it (the mapped transport, a driver older than CUDA 12.8,
+    /// programmatic launch asked for; `Auto` takes the whole-slot copy instead);
+    /// [`Error::UnsupportedDevice`] below compute capability 7.0; [`Error::Cuda`] if the driver
+    /// cannot allocate the slots or load the kernel.
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -169,7 +174,8 @@ impl ColumnReadback {
     /// settings and the size of the slots. For bindings that report bad settings alike with or
     /// without a GPU.
     ///
-    /// Errors: [`Error::InvalidConfig`], as [`ColumnReadback::new`].
+    /// Errors: [`Error::InvalidConfig`] and [`Error::SizedCopyUnavailable`] for settings, as
+    /// [`ColumnReadback::new`] (a driver too old for the sized copy shows at `new` only).
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         SetPlans::new(schema, config).map(drop)
     }
@@ -188,8 +194,8 @@ impl ColumnReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         let sets = self.sets();
         let mut info = sets.first.info();
@@ -203,35 +209,43 @@ impl ColumnReadback {
         info
     }
     /// Rows (elements of every column) one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine().slots().layout().capacity()
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine().slots().num_slots()
     }
-    /// Slots currently held by tickets.
+    /// Slots currently held by tickets: live state, not a setting, so not in
+    /// [`ColumnReadback::info`].
     pub fn slots_in_use(&self) -> usize {
         let sets = self.sets();
         sets.first.held() + sets.staged.as_ref().map_or(0, |(s, _)| s.held())
     }
     /// The transport.
+    #[deprecated(since = "0.2.0", note = "use `info().transport`")]
     pub fn transport(&self) -> Transport {
         self.info().transport
     }
     /// The wait mode in effect (never `Auto`).
+    #[deprecated(since = "0.2.0", note = "use `info().wait_mode`")]
     pub fn wait_mode(&self) -> WaitMode {
         self.engine().slots().wait_mode()
     }
     /// The slot layout (one region per column, then the trailer).
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
         self.engine().slots().layout().clone()
     }
     /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch).
+    #[deprecated(since = "0.2.0", note = "use `info().launch_shape`")]
     pub fn launch_shape(&self) -> LaunchShape {
         self.engine().slots().launch_shape()
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> Arc<CudaContext> {
         self.engine().context().clone()
     }
@@ -240,6 +254,8 @@ impl ColumnReadback {
     /// already handed out keep the old slots alive until they are dropped; enqueues racing
     /// with it on other threads use the old slots or the new. Use after
     /// [`Error::CountExceedsCapacity`]: the device data is untouched, so enqueue again.
+    ///
+    /// Errors as [`ColumnReadback::new`]; after one the readback keeps its old slots.
     pub fn grow(&self, capacity: usize) -> Result<()> {
         let old = self.sets();
         let mut config = old.config.clone();
@@ -260,9 +276,11 @@ impl ColumnReadback {
     ///
     /// Errors: [`Error::SchemaMismatch`] when a column is missing, bound twice, bound with a
     /// handle of another schema, or bound to a buffer of another element type than the
-    /// readback declares for it (checked before any driver call); [`Error::StreamCapturing`];
-    /// [`Error::ForeignContext`]; [`Error::SlotsExhausted`]; [`Error::Cuda`]. The count's own
-    /// errors come from the ticket's wait.
+    /// readback declares for it (checked before any driver call); [`Error::ForeignContext`]
+    /// when a buffer or the stream belongs to another context; [`Error::BufferTooShort`] for
+    /// an empty count buffer; [`Error::StreamCapturing`]; [`Error::SlotsExhausted`] when every
+    /// slot is held; [`Error::Cuda`] on a driver error. The count's own errors come from the
+    /// ticket's wait ([`ColumnTicket::wait`], which states their order).
     pub fn enqueue<C, K>(
         &self,
         stream: &CudaStream,
@@ -281,6 +299,9 @@ impl ColumnReadback {
 
     /// Like [`ColumnReadback::enqueue`], but the readback also waits for `after` (an event
     /// recorded after the producer on another stream).
+    ///
+    /// Errors as [`ColumnReadback::enqueue`] ([`Error::ForeignContext`] for an event of another
+    /// context too).
     pub fn enqueue_after<C, K>(
         &self,
         stream: &CudaStream,
@@ -317,6 +338,12 @@ impl ColumnReadback {
     ///
     /// `after` marks the producer done; pass `None` only if the producer ran on `stream`.
     /// Each address is checked to be device memory of this context.
+    ///
+    /// Errors: [`Error::SchemaMismatch`] for another number of sources than columns;
+    /// [`Error::BadPointer`] for a null, misaligned or unknown address;
+    /// [`Error::ForeignContext`] for memory, a stream or an event of another context;
+    /// [`Error::StreamCapturing`]; [`Error::SlotsExhausted`]; [`Error::Cuda`]. The count's
+    /// own errors come from the ticket's wait.
     ///
     /// # Safety
     /// - `sources[i].ptr` addresses at least `sources[i].len` elements of column `i`'s type,

@@ -103,7 +103,9 @@ pub enum Error {
         /// The count the kernel read.
         count: i64,
     },
-    /// The count was larger than a source buffer: the kernel read nothing past the source.
+    /// The count was larger than a source buffer: the kernel read nothing past the source. A
+    /// count above the capacity too is [`Error::CountExceedsCapacity`], and a negative one
+    /// [`Error::NegativeCount`]: those come first.
     #[error("count {count} exceeds the {source_len} elements of column {column}'s source")]
     CountExceedsSource {
         /// The count the kernel read.

@@ -119,6 +119,9 @@ impl Replay<'_> {
     /// For an overflowed append replay (from [`GraphReadback::overflowed`]): brings back the
     /// rows that went to the device-side spill region, on `stream`, and waits for them, so the
     /// returned ticket is complete. `None` when nothing spilled.
+    ///
+    /// Errors: [`Error::ForeignContext`] for a stream of another context;
+    /// [`Error::StreamCapturing`]; [`Error::Cuda`] from the fetch or its wait.
     pub fn fetch_spill(&self, stream: &CudaStream) -> Result<Option<ColumnTicket>> {
         self.graph.fetch_spill(stream, self.view.seq())
     }
@@ -203,6 +206,13 @@ impl GraphReadback {
     /// [`crate::Transport::Mapped`] (the default) and `config.wait` not `Event`; the slot
     /// count bounds how far replays may run ahead of the host. `config.spill` sizes the spill
     /// region of append kernels (none for `Some(0)`).
+    ///
+    /// Errors: [`Error::InvalidConfig`] as [`crate::ColumnReadback::new`], and for the staged
+    /// transport, [`crate::WaitMode::Event`], programmatic launch, more than one bucket, or a
+    /// spill region too large; [`Error::SizedCopyUnavailable`] for
+    /// [`crate::StagedCopy::Sized`] (the mapped transport copies nothing);
+    /// [`Error::UnsupportedDevice`] below compute capability 7.0; [`Error::Cuda`] if the
+    /// driver cannot allocate the slots or load the kernel.
     pub fn new(
         ctx: &Arc<CudaContext>,
         schema: &ColumnSchema,
@@ -219,6 +229,9 @@ impl GraphReadback {
 
     /// The checks [`GraphReadback::new`] makes before it touches the driver (the transport,
     /// the wait mode, the spill region's size among them), as [`crate::ColumnReadback::check`].
+    ///
+    /// Errors: [`Error::InvalidConfig`] and [`Error::SizedCopyUnavailable`], as
+    /// [`GraphReadback::new`].
     pub fn check(schema: &ColumnSchema, config: &ReadbackConfig) -> Result<()> {
         schema.validate()?;
         DeviceEngine::plan(&schema.elem_sizes(), config).map(drop)
@@ -228,24 +241,28 @@ impl GraphReadback {
     pub fn schema(&self) -> &ColumnSchema {
         &self.schema
     }
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.engine.info()
     }
     /// Rows one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
         self.engine.slots().layout().capacity()
     }
     /// Number of slots: how many replays may run ahead of the host.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
         self.engine.slots().num_slots()
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> &SlotLayout {
         self.engine.slots().layout()
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> &Arc<CudaContext> {
         self.engine.slots().context()
     }
@@ -270,8 +287,8 @@ impl GraphReadback {
     /// the pack runs once, like an enqueue, and is consumed the same way.
     ///
     /// Errors as an enqueue's: wrong number of columns ([`Error::SchemaMismatch`]), a null or
-    /// misaligned count, a stream or event of another context, a driver error (e.g. from the
-    /// capture); [`Error::RecordingMismatch`] when the count type or a source length differs
+    /// misaligned count ([`Error::BadPointer`]), a stream or event of another context
+    /// ([`Error::ForeignContext`]), a driver error ([`Error::Cuda`], e.g. from the capture); [`Error::RecordingMismatch`] when the count type or a source length differs
     /// from an earlier recording's, or append kernels were recorded. Nothing is recorded then.
     ///
     /// # Safety
@@ -328,11 +345,16 @@ impl GraphReadback {
     /// held (the device will not overwrite it) until the [`Replay`] is dropped.
     ///
     /// Errors: [`Error::Overrun`] when this replay was dropped because the host had fallen
-    /// more than `slots` behind; the count's errors for this replay; [`Error::AppendOverflow`]
-    /// (see [`GraphReadback::overflowed`]); [`Error::Cuda`] when the device reports an error
-    /// (e.g. a faulted kernel), never a hang on a dead context. Each of these consumes the
-    /// replay; the next call waits for the following one. [`Error::NothingRecorded`], at once
-    /// and consuming nothing, when nothing was recorded yet.
+    /// more than `slots` behind; the count's errors for this replay (a pack's
+    /// [`Error::NegativeCount`], [`Error::CountExceedsCapacity`], [`Error::CountExceedsSource`],
+    /// in that order of precedence, as [`crate::ColumnTicket::wait`]: a count above both the
+    /// capacity and a source's length is `CountExceedsCapacity`; an append kernel's
+    /// [`Error::AppendMisuse`]); [`Error::AppendOverflow`] (see [`GraphReadback::overflowed`]);
+    /// [`Error::CorruptTrailer`] if the slot does not hold this replay (a bug or memory
+    /// corruption); [`Error::Cuda`] when the device reports an error (e.g. a faulted kernel),
+    /// never a hang on a dead context. Each of these consumes the replay; the next call waits
+    /// for the following one. [`Error::NothingRecorded`], at once and consuming nothing, when
+    /// nothing was recorded yet.
     pub fn next(&self) -> Result<Replay<'_>> {
         self.next_until(None)
     }
@@ -340,12 +362,13 @@ impl GraphReadback {
     /// Like [`GraphReadback::next`], giving up with [`Error::Timeout`] after `timeout` (also
     /// when another thread is taking a replay all that time); a timeout consumes nothing. A
     /// timeout too large to add to the current time (e.g. `Duration::MAX`) means no limit.
+    /// Other errors as [`GraphReadback::next`].
     pub fn next_timeout(&self, timeout: Duration) -> Result<Replay<'_>> {
         self.next_until(Deadline::after(timeout))
     }
 
     /// The next replay's readback if it is there, `None` if not yet or if another thread is
-    /// taking a replay right now. Never blocks.
+    /// taking a replay right now. Never blocks. Errors as [`GraphReadback::next`].
     pub fn try_next(&self) -> Result<Option<Replay<'_>>> {
         self.release_overflowed();
         match self.engine.take(Deadline::after(Duration::ZERO))? {
@@ -361,6 +384,8 @@ impl GraphReadback {
     ///
     /// Returns `Ok(None)` when another thread was taking a replay for the whole timeout
     /// (nothing consumed). Errors: [`Error::NothingRecorded`], at once and consuming nothing.
+    /// The replay's own errors, [`Error::Timeout`] among them, come in [`Taken::result`], as
+    /// [`GraphReadback::next_timeout`] returns them.
     /// An append replay that a `next` call left for [`GraphReadback::overflowed`] is released
     /// first, as by `next`.
     pub fn take(self: &Arc<Self>, timeout: Option<Duration>) -> Result<Option<Taken>> {
@@ -370,7 +395,7 @@ impl GraphReadback {
             Take::Busy(_) => return Ok(None),
             Take::Seq(seq, result) => (seq, result),
         };
-        let capacity = self.capacity();
+        let capacity = self.engine.slots().layout().capacity();
         let held = match &result {
             Ok((_, rows)) => Some(*rows),
             Err(Error::AppendOverflow { .. }) => Some(capacity),

@@ -33,6 +33,8 @@ pub struct Readback<T: Element> {
 impl<T: Element> Readback<T> {
     /// A readback of `capacity` elements per slot with default settings
     /// ([`ReadbackConfig::new`]).
+    ///
+    /// Errors as [`Readback::with_config`].
     pub fn new(ctx: &Arc<CudaContext>, capacity: usize) -> Result<Self> {
         Self::with_config(ctx, ReadbackConfig::new(capacity))
     }
@@ -40,8 +42,12 @@ impl<T: Element> Readback<T> {
     /// A readback with explicit settings.
     ///
     /// Errors: [`crate::Error::InvalidConfig`] for zero capacity or slots, sizes that
-    /// overflow, or an element type aligned to more than 16 bytes; [`crate::Error::Cuda`] if
-    /// the driver cannot allocate the slots or load the kernel.
+    /// overflow, an element type aligned to more than 16 bytes, or settings that do not go
+    /// together; [`crate::Error::SizedCopyUnavailable`] for [`crate::StagedCopy::Sized`] where
+    /// the driver or the settings cannot have it (the mapped transport, a driver older than
+    /// CUDA 12.8, programmatic launch asked for; `Auto` takes the whole-slot copy instead);
+    /// [`crate::Error::UnsupportedDevice`] below compute capability 7.0; [`crate::Error::Cuda`]
+    /// if the driver cannot allocate the slots or load the kernel.
     pub fn with_config(ctx: &Arc<CudaContext>, config: ReadbackConfig) -> Result<Self> {
         // One column of T: every readout reads column 0 as T.
         let mut schema = ColumnSchema::new();
@@ -52,49 +58,58 @@ impl<T: Element> Readback<T> {
         })
     }
 
-    /// The readback's settings in effect and its slot layout, in one value. The accessors
-    /// below are shorthands for its fields.
+    /// The readback's settings in effect and its slot layout, in one value: the one place to
+    /// read them.
     pub fn info(&self) -> ReadbackInfo {
         self.inner.info()
     }
 
     /// Elements one slot holds.
+    #[deprecated(since = "0.2.0", note = "use `info().capacity`")]
     pub fn capacity(&self) -> usize {
-        self.inner.capacity()
+        self.info().capacity
     }
     /// Number of slots.
+    #[deprecated(since = "0.2.0", note = "use `info().slots`")]
     pub fn slots(&self) -> usize {
-        self.inner.slots()
+        self.info().slots
     }
-    /// Slots currently held by tickets.
+    /// Slots currently held by tickets: live state, not a setting, so not in [`Readback::info`].
     pub fn slots_in_use(&self) -> usize {
         self.inner.slots_in_use()
     }
     /// The transport.
+    #[deprecated(since = "0.2.0", note = "use `info().transport`")]
     pub fn transport(&self) -> Transport {
-        self.inner.transport()
+        self.info().transport
     }
     /// The wait mode in effect (never `Auto`).
+    #[deprecated(since = "0.2.0", note = "use `info().wait_mode`")]
     pub fn wait_mode(&self) -> WaitMode {
-        self.inner.wait_mode()
+        self.info().wait_mode
     }
     /// The slot layout.
+    #[deprecated(since = "0.2.0", note = "use `info().layout`")]
     pub fn layout(&self) -> SlotLayout {
-        self.inner.layout()
+        self.info().layout
     }
     /// The pack kernel's launch shape (grid from the capacity, block, programmatic launch).
+    #[deprecated(since = "0.2.0", note = "use `info().launch_shape`")]
     pub fn launch_shape(&self) -> LaunchShape {
-        self.inner.launch_shape()
+        self.info().launch_shape
     }
     /// The context.
+    #[deprecated(since = "0.2.0", note = "use `info().context`")]
     pub fn context(&self) -> Arc<CudaContext> {
-        self.inner.context()
+        self.info().context
     }
 
     /// Replaces the slots with ones of `capacity` elements, keeping the other settings.
     /// Tickets already handed out keep the old slots alive until they are dropped.
     /// Use after [`crate::Error::CountExceedsCapacity`]: the device data is untouched, so
     /// enqueue again.
+    ///
+    /// Errors as [`Readback::with_config`]; after one the readback keeps its old slots.
     pub fn grow(&self, capacity: usize) -> Result<()> {
         self.inner.grow(capacity)
     }
@@ -108,8 +123,9 @@ impl<T: Element> Readback<T> {
     ///
     /// Errors: [`crate::Error::SlotsExhausted`] when every slot is held;
     /// [`crate::Error::ForeignContext`] when a buffer or the stream belongs to another
-    /// context; [`crate::Error::StreamCapturing`]; [`crate::Error::Cuda`] on a driver error.
-    /// Errors about the count itself come from the ticket's wait.
+    /// context; [`crate::Error::BufferTooShort`] for an empty count buffer;
+    /// [`crate::Error::StreamCapturing`]; [`crate::Error::Cuda`] on a driver error.
+    /// Errors about the count itself come from the ticket's wait ([`Ticket::wait`]).
     pub fn enqueue<D, C, K>(&self, stream: &CudaStream, data: &D, count: &C) -> Result<Ticket<T>>
     where
         D: DevicePtr<T>,
@@ -123,6 +139,9 @@ impl<T: Element> Readback<T> {
 
     /// Like [`Readback::enqueue`], but the readback also waits for `after` (e.g. the seed's
     /// `compute_done` event recorded on a compute stream), so `stream` can be a copy stream.
+    ///
+    /// Errors as [`Readback::enqueue`] ([`crate::Error::ForeignContext`] for an event of
+    /// another context too).
     pub fn enqueue_after<D, C, K>(
         &self,
         stream: &CudaStream,
@@ -208,21 +227,29 @@ impl<T: Element> Ticket<T> {
 
     /// Blocks until the readback is complete, then returns its count and data.
     ///
-    /// Errors: the count's errors ([`crate::Error::CountExceedsCapacity`],
-    /// [`crate::Error::NegativeCount`], [`crate::Error::CountExceedsSource`]);
-    /// [`crate::Error::Cuda`] when the device reports an error (e.g. the producer kernel
-    /// faulted), never a hang.
+    /// Errors: the count's errors ([`crate::Error::NegativeCount`],
+    /// [`crate::Error::CountExceedsCapacity`], [`crate::Error::CountExceedsSource`]), with
+    /// nothing copied; [`crate::Error::CorruptTrailer`] if the slot does not hold this
+    /// readback (a bug or memory corruption); [`crate::Error::Cuda`] when the device reports
+    /// an error (e.g. the producer kernel faulted), never a hang.
+    ///
+    /// A count that is wrong in several ways is reported once, in this order:
+    /// [`crate::Error::NegativeCount`], then [`crate::Error::CountExceedsCapacity`], then [`crate::Error::CountExceedsSource`]
+    /// (the first short column): a count above both the capacity and a source's length is
+    /// `CountExceedsCapacity`, the error [`Readback::grow`] answers. The pack kernel checks
+    /// in that order and copies nothing; the host decodes the trailer in the same order.
     pub fn wait(&self) -> Result<Readout<'_, T>> {
         self.inner.core.wait_until(None).map(Self::readout)
     }
 
     /// Like [`Ticket::wait`], but gives up with [`crate::Error::Timeout`] after `timeout`. The
-    /// ticket stays valid: wait again later.
+    /// ticket stays valid: wait again later. Other errors as [`Ticket::wait`].
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Readout<'_, T>> {
         self.inner.core.wait_timeout(timeout).map(Self::readout)
     }
 
     /// Returns the readout if the readback is complete, `None` if it is still in flight.
+    /// Never blocks. Errors as [`Ticket::wait`], once complete.
     pub fn try_wait(&self) -> Result<Option<Readout<'_, T>>> {
         Ok(self.inner.core.try_wait()?.map(Self::readout))
     }

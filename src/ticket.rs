@@ -43,12 +43,22 @@ impl ColumnTicket {
 
     /// Blocks until the readback is complete, then returns its count and columns.
     ///
-    /// Errors: the count's errors ([`Error::CountExceedsCapacity`], [`Error::NegativeCount`],
-    /// [`Error::CountExceedsSource`]; a bucket pack's, [`Error::BucketOverCapacity`] and
-    /// [`Error::BucketOutOfRange`]); an append's (the ticket of an [`crate::AppendTicket`]):
-    /// [`Error::AppendOverflow`], [`Error::AppendUnfinished`], [`Error::AppendMisuse`],
-    /// [`Error::BadBucket`]; [`Error::Cuda`] when the device reports an error (e.g. the
-    /// producer kernel faulted), never a hang.
+    /// Errors: the count's errors ([`Error::NegativeCount`], [`Error::CountExceedsCapacity`],
+    /// [`Error::CountExceedsSource`]; a bucket pack's, [`Error::NegativeCount`],
+    /// [`Error::BucketOverCapacity`] and [`Error::BucketOutOfRange`]), with nothing copied; an
+    /// append's (the ticket of an [`crate::AppendTicket`]): [`Error::AppendOverflow`],
+    /// [`Error::AppendUnfinished`], [`Error::AppendMisuse`], [`Error::BadBucket`];
+    /// [`Error::CorruptTrailer`] if the slot does not hold this readback (a bug or memory
+    /// corruption); [`Error::Cuda`] when the device reports an error (e.g. the producer kernel
+    /// faulted), never a hang.
+    ///
+    /// A count that is wrong in several ways is reported once, in this order:
+    /// [`Error::NegativeCount`], then [`Error::CountExceedsCapacity`], then [`Error::CountExceedsSource`]
+    /// (the first short column): a count above both the capacity and a source's length is
+    /// `CountExceedsCapacity`, the error [`crate::ColumnReadback::grow`] answers. The pack kernel checks
+    /// in that order and copies nothing; the host decodes the trailer in the same order.
+    /// A bucket pack reports one bucket: of the buckets with a bad count or range, the first
+    /// with a negative count, else the first over the capacity, else the first out of range.
     pub fn wait(&self) -> Result<ColumnReadout<'_>> {
         let view = self.core.wait_until(None)?;
         Ok(ColumnReadout::new(view, &self.schema))
@@ -56,13 +66,14 @@ impl ColumnTicket {
 
     /// Like [`ColumnTicket::wait`], giving up with [`Error::Timeout`] after `timeout`; the
     /// ticket stays valid. A timeout too large to add to the current time (e.g.
-    /// `Duration::MAX`) means no limit.
+    /// `Duration::MAX`) means no limit. Other errors as [`ColumnTicket::wait`].
     pub fn wait_timeout(&self, timeout: Duration) -> Result<ColumnReadout<'_>> {
         let view = self.core.wait_timeout(timeout)?;
         Ok(ColumnReadout::new(view, &self.schema))
     }
 
-    /// The readout if the readback is complete, `None` while it is in flight.
+    /// The readout if the readback is complete, `None` while it is in flight. Never blocks.
+    /// Errors as [`ColumnTicket::wait`], once complete.
     pub fn try_wait(&self) -> Result<Option<ColumnReadout<'_>>> {
         Ok(self
             .core

@@ -241,6 +241,14 @@ int32_t srb_append_desc_graph(const struct srb_readback *rb, srb_append_desc *de
 // the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 // with or without a GPU.
 //
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `elem_sizes` or `out`, no columns
+// or more than `SRB_MAX_COLUMNS`, unknown flags or a negative device; `SRB_ERR_INVALID_CONFIG`
+// for a zero capacity or slot count, a zero element size, sizes that overflow, or flags that
+// do not go together; `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED` where the
+// driver (older than CUDA 12.8) or the readback cannot have it; `SRB_ERR_DRIVER_NOT_FOUND`,
+// `SRB_ERR_NO_DEVICE`, `SRB_ERR_UNSUPPORTED_DEVICE` (below compute capability 7.0);
+// `SRB_ERR_CUDA` if the driver cannot allocate the slots or load the kernel.
+//
 // # Safety
 // `elem_sizes` points to `num_columns` values; `out` is writable.
 int32_t srb_create(int32_t device,
@@ -256,6 +264,9 @@ int32_t srb_create(int32_t device,
 // kernels captured into graphs with the descriptor of `srb_append_desc_graph`). Arguments as
 // `srb_create`, plus `spill`: rows per slot of the device-side region that takes the rows
 // appended past `capacity` (0: none, such rows are dropped but counted).
+//
+// Returns as `srb_create` (`SRB_ERR_INVALID_CONFIG` for a spill region too large too;
+// `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED`, which appends do not have).
 //
 // # Safety
 // As `srb_create`.
@@ -275,6 +286,11 @@ int32_t srb_create_append(int32_t device,
 // `srb::BlockAppendTo`), which put rows past a bucket's capacity into its `spill` rows (0:
 // none). Read a bucket with `srb_bucket_data`. Other arguments and flags as `srb_create`
 // (`SRB_FLAG_STAGED`; not `SRB_FLAG_GRAPH`).
+//
+// Returns as `srb_create` (`SRB_ERR_INVALID_CONFIG` for 0 or more than `SRB_MAX_BUCKETS`
+// buckets, `SRB_FLAG_GRAPH`, or a spill without `SRB_FLAG_APPEND` too;
+// `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED`, which bucketed readbacks do
+// not have).
 //
 // # Safety
 // As `srb_create`.
@@ -325,6 +341,13 @@ const void *srb_bucket_data(const struct srb_readback *rb,
 // producer ran on `stream`). Returns at once; stores the readback's sequence number in
 // `*seq_out`. The sources must stay allocated and unwritten until the readback completes.
 //
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle, array or `seq_out`, an
+// unknown `count_kind`, or a graph, bucketed or append readback; `SRB_ERR_BAD_POINTER` for a null,
+// misaligned or unknown address; `SRB_ERR_FOREIGN_CONTEXT` for memory, a stream or an event
+// of another context; `SRB_ERR_STREAM_CAPTURING`; `SRB_ERR_SLOTS_EXHAUSTED` when every slot
+// is held (release one); `SRB_ERR_CUDA` on a driver error. The count's own errors come from
+// `srb_wait`.
+//
 // # Safety
 // `columns` and `lens` point to one value per column; `seq_out` is writable; `stream` and
 // `after` are live handles of the readback's context; the device pointers address memory
@@ -366,6 +389,12 @@ int32_t srb_enqueue_buckets(const struct srb_readback *rb,
 // which recording produced a replay): a different one is refused with
 // `SRB_ERR_RECORDING_MISMATCH` and records nothing.
 //
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle or array, an unknown
+// `count_kind`, or a readback made without `SRB_FLAG_GRAPH`; `SRB_ERR_BAD_POINTER` for a
+// null or misaligned count;
+// `SRB_ERR_FOREIGN_CONTEXT` for a stream or event of another context;
+// `SRB_ERR_RECORDING_MISMATCH`; `SRB_ERR_CUDA` on a driver error (e.g. from the capture).
+//
 // # Safety
 // As `srb_enqueue`, for every replay.
 int32_t srb_record(const struct srb_readback *rb,
@@ -386,7 +415,11 @@ int32_t srb_record(const struct srb_readback *rb,
 // in `*seq_out`), each of which consumes the replay; `SRB_ERR_APPEND_OVERFLOW` (the true
 // count in `*count_out`; the replay stays held with its `capacity` rows: release it);
 // `SRB_ERR_NOTHING_RECORDED` at once when nothing was recorded. Concurrent callers each get a
-// different replay.
+// different replay. The count errors are those of `srb_wait`, in the same order of
+// precedence: a count above both the capacity and a source's length is
+// `SRB_ERR_COUNT_EXCEEDS_CAPACITY`. Also `SRB_ERR_CORRUPT` and `SRB_ERR_CUDA` as `srb_wait`
+// (each consumes the replay), and `SRB_ERR_INVALID_ARGUMENT` for a null handle or a readback
+// made without `SRB_FLAG_GRAPH`.
 //
 // # Safety
 // `rb` is a live handle; `seq_out` and `count_out` are null or writable.
@@ -422,19 +455,19 @@ size_t srb_capacity(const struct srb_readback *rb);
 // `rb` is null or a live handle.
 int32_t srb_staged_copy(const struct srb_readback *rb);
 
-// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
-// released before it completes is still waited for on the device before its slot is reused.
-//
-// # Safety
-// `rb` is a live handle.
-int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
-
 // This thread's message for its last failed call (empty if none), NUL-terminated, at most
 // 1023 bytes (longer messages are cut at a UTF-8 character boundary). The text is valid
 // until this thread's next failing `srb_` call, which overwrites it in place (the pointer
 // itself stays dereferenceable for the thread's life, so reading it after another call is
 // no use-after-free); copy it to keep it.
 const char *srb_last_error(void);
+
+// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
+// released before it completes is still waited for on the device before its slot is reused.
+//
+// # Safety
+// `rb` is a live handle.
+int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
 
 // After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 // that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`
@@ -471,7 +504,8 @@ const void *srb_spill_bucket_data(const struct srb_readback *rb,
                                   uint64_t *count_out);
 
 // Host-sequenced mode: `SRB_OK` if readback `seq` is complete (its count is good),
-// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks.
+// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks. Errors as
+// `srb_wait`.
 //
 // # Safety
 // `rb` is a live handle.
@@ -484,6 +518,18 @@ int32_t srb_poll(const struct srb_readback *rb, uint64_t seq);
 // `*count_out`, after `SRB_ERR_BUCKET_OVER_CAPACITY` that bucket's count, after
 // `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
 // `srb_release`.
+//
+// Errors: `SRB_ERR_INVALID_ARGUMENT` for a null handle, a graph readback, or a `seq` not
+// held; the count's errors (`SRB_ERR_NEGATIVE_COUNT`, `SRB_ERR_COUNT_EXCEEDS_CAPACITY`,
+// `SRB_ERR_COUNT_EXCEEDS_SOURCE`; a bucket pack's `SRB_ERR_NEGATIVE_COUNT`,
+// `SRB_ERR_BUCKET_OVER_CAPACITY`, `SRB_ERR_BUCKET_RANGE`), with nothing copied; an
+// append's (`SRB_ERR_APPEND_OVERFLOW`, `SRB_ERR_APPEND_UNFINISHED`, `SRB_ERR_APPEND_MISUSE`,
+// `SRB_ERR_BAD_BUCKET`); `SRB_ERR_CORRUPT` if the slot does not hold this readback (a bug or
+// memory corruption); `SRB_ERR_CUDA` when the device reports an error (e.g. the producer
+// kernel faulted), never a hang.
+// A count wrong in several ways gets one code, in this order: `SRB_ERR_NEGATIVE_COUNT`, then
+// `SRB_ERR_COUNT_EXCEEDS_CAPACITY`, then `SRB_ERR_COUNT_EXCEEDS_SOURCE`: a count above both
+// the capacity and a source's length is `SRB_ERR_COUNT_EXCEEDS_CAPACITY`.
 //
 // # Safety
 // `rb` is a live handle; `count_out` is null or writable.

@@ -1,9 +1,9 @@
 //! Append kernels: `srb_append_begin` and `srb_append_end` around the caller's launch, and
 //! the descriptor of a graph readback's append kernels, `srb_append_desc_graph`.
-use crate::args::{event_of, handle, stream_of};
+use crate::args::{event_of, stream_of};
 use crate::boundary::{guard, invalid, lock};
 use crate::codes::SRB_OK;
-use crate::handle::{srb_readback, Inner};
+use crate::handle::{handle, srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{srb_append_desc, CUevent_st, CUstream_st};
 use srb::__internal::raw_append_desc;

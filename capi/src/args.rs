@@ -1,17 +1,10 @@
-//! C arguments as Rust values: the handle, timeouts, driver handles, column arrays.
+//! C arguments as Rust values: timeouts, driver handles, column arrays. (The readback handle
+//! is `handle::handle`.)
 use crate::boundary::{invalid, Failure};
-use crate::handle::srb_readback;
 use crate::types::{srb_devptr, CUevent_st, CUstream_st};
 use srb::cudarc::driver::sys;
 use srb::{ColumnSource, MAX_COLUMNS};
 use std::time::Duration;
-
-/// # Safety
-/// `rb` is null or a live handle from `srb_create`.
-pub(crate) unsafe fn handle<'a>(rb: *const srb_readback) -> Result<&'a srb_readback, Failure> {
-    // SAFETY: per the contract.
-    unsafe { rb.as_ref() }.ok_or_else(|| invalid("the readback handle is null"))
-}
 
 /// `timeout_ns` as a duration; `None` (no limit) when negative. A timeout past what the clock
 /// can hold is no limit either (the library's waits treat it so).

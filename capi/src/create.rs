@@ -162,6 +162,14 @@ unsafe fn create_args(
 /// the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 /// with or without a GPU.
 ///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `elem_sizes` or `out`, no columns
+/// or more than `SRB_MAX_COLUMNS`, unknown flags or a negative device; `SRB_ERR_INVALID_CONFIG`
+/// for a zero capacity or slot count, a zero element size, sizes that overflow, or flags that
+/// do not go together; `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED` where the
+/// driver (older than CUDA 12.8) or the readback cannot have it; `SRB_ERR_DRIVER_NOT_FOUND`,
+/// `SRB_ERR_NO_DEVICE`, `SRB_ERR_UNSUPPORTED_DEVICE` (below compute capability 7.0);
+/// `SRB_ERR_CUDA` if the driver cannot allocate the slots or load the kernel.
+///
 /// # Safety
 /// `elem_sizes` points to `num_columns` values; `out` is writable.
 #[no_mangle]
@@ -214,6 +222,9 @@ pub unsafe extern "C" fn srb_create(
 /// kernels captured into graphs with the descriptor of `srb_append_desc_graph`). Arguments as
 /// `srb_create`, plus `spill`: rows per slot of the device-side region that takes the rows
 /// appended past `capacity` (0: none, such rows are dropped but counted).
+///
+/// Returns as `srb_create` (`SRB_ERR_INVALID_CONFIG` for a spill region too large too;
+/// `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED`, which appends do not have).
 ///
 /// # Safety
 /// As `srb_create`.
@@ -278,6 +289,11 @@ pub unsafe extern "C" fn srb_create_append(
 /// `srb::BlockAppendTo`), which put rows past a bucket's capacity into its `spill` rows (0:
 /// none). Read a bucket with `srb_bucket_data`. Other arguments and flags as `srb_create`
 /// (`SRB_FLAG_STAGED`; not `SRB_FLAG_GRAPH`).
+///
+/// Returns as `srb_create` (`SRB_ERR_INVALID_CONFIG` for 0 or more than `SRB_MAX_BUCKETS`
+/// buckets, `SRB_FLAG_GRAPH`, or a spill without `SRB_FLAG_APPEND` too;
+/// `SRB_ERR_SIZED_COPY_UNAVAILABLE` for `SRB_FLAG_STAGED_SIZED`, which bucketed readbacks do
+/// not have).
 ///
 /// # Safety
 /// As `srb_create`.

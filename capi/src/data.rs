@@ -1,9 +1,8 @@
 //! A held readback's rows: `srb_count`, `srb_data`, `srb_bucket_data`.
-use crate::args::handle;
 use crate::boundary::{guard, guard_ptr, in_flight, invalid};
 use crate::codes::{SRB_NOT_READY, SRB_OK};
-use crate::handle::srb_readback;
-use crate::held::{held_of, Held};
+use crate::handle::{handle, held_of, srb_readback};
+use crate::held::Held;
 use std::ffi::c_void;
 
 /// The rows in the slot of complete readback `seq`: its count, or after an append overflow

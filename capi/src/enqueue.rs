@@ -1,9 +1,9 @@
 //! Host-sequenced packs: `srb_enqueue` (one count) and `srb_enqueue_buckets` (a count and an
 //! offset per bucket), on the library's raw-stream enqueues.
-use crate::args::{event_of, handle, sources, stream_of};
+use crate::args::{event_of, sources, stream_of};
 use crate::boundary::{guard, invalid};
 use crate::codes::SRB_OK;
-use crate::handle::{srb_readback, Inner};
+use crate::handle::{handle, srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{parse_count_kind, srb_devptr, CUevent_st, CUstream_st};
 use srb::RawCount;
@@ -13,6 +13,13 @@ use srb::RawCount;
 /// `stream`, after `after` (an event recorded after the producer; may be null if the
 /// producer ran on `stream`). Returns at once; stores the readback's sequence number in
 /// `*seq_out`. The sources must stay allocated and unwritten until the readback completes.
+///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle, array or `seq_out`, an
+/// unknown `count_kind`, or a graph, bucketed or append readback; `SRB_ERR_BAD_POINTER` for a null,
+/// misaligned or unknown address; `SRB_ERR_FOREIGN_CONTEXT` for memory, a stream or an event
+/// of another context; `SRB_ERR_STREAM_CAPTURING`; `SRB_ERR_SLOTS_EXHAUSTED` when every slot
+/// is held (release one); `SRB_ERR_CUDA` on a driver error. The count's own errors come from
+/// `srb_wait`.
 ///
 /// # Safety
 /// `columns` and `lens` point to one value per column; `seq_out` is writable; `stream` and

@@ -1,9 +1,9 @@
 //! Graph mode: `srb_record` records a pack into a capture, `srb_next` takes each replay by
 //! number.
-use crate::args::{event_of, handle, sources, stream_of, timeout};
+use crate::args::{event_of, sources, stream_of, timeout};
 use crate::boundary::{guard, invalid, Failure};
 use crate::codes::{SRB_NOT_READY, SRB_OK};
-use crate::handle::{srb_readback, Inner};
+use crate::handle::{handle, srb_readback, Inner};
 use crate::held::{hold, Held};
 use crate::types::{parse_count_kind, srb_devptr, CUevent_st, CUstream_st};
 use crate::wait::answer_with_count;
@@ -17,6 +17,12 @@ use std::sync::Mutex;
 /// one readback uses the same `count_kind` and `lens` as its first (the host cannot tell
 /// which recording produced a replay): a different one is refused with
 /// `SRB_ERR_RECORDING_MISMATCH` and records nothing.
+///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle or array, an unknown
+/// `count_kind`, or a readback made without `SRB_FLAG_GRAPH`; `SRB_ERR_BAD_POINTER` for a
+/// null or misaligned count;
+/// `SRB_ERR_FOREIGN_CONTEXT` for a stream or event of another context;
+/// `SRB_ERR_RECORDING_MISMATCH`; `SRB_ERR_CUDA` on a driver error (e.g. from the capture).
 ///
 /// # Safety
 /// As `srb_enqueue`, for every replay.
@@ -63,7 +69,11 @@ pub unsafe extern "C" fn srb_record(
 /// in `*seq_out`), each of which consumes the replay; `SRB_ERR_APPEND_OVERFLOW` (the true
 /// count in `*count_out`; the replay stays held with its `capacity` rows: release it);
 /// `SRB_ERR_NOTHING_RECORDED` at once when nothing was recorded. Concurrent callers each get a
-/// different replay.
+/// different replay. The count errors are those of `srb_wait`, in the same order of
+/// precedence: a count above both the capacity and a source's length is
+/// `SRB_ERR_COUNT_EXCEEDS_CAPACITY`. Also `SRB_ERR_CORRUPT` and `SRB_ERR_CUDA` as `srb_wait`
+/// (each consumes the replay), and `SRB_ERR_INVALID_ARGUMENT` for a null handle or a readback
+/// made without `SRB_FLAG_GRAPH`.
 ///
 /// # Safety
 /// `rb` is a live handle; `seq_out` and `count_out` are null or writable.

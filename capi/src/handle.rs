@@ -1,9 +1,9 @@
-//! The readback handle (`srb_readback`): which readback it is, its table of held readbacks,
-//! and the calls on the handle itself (`srb_destroy`, `srb_capacity`, `srb_buckets`,
-//! `srb_staged_copy`).
-use crate::boundary::guard;
+//! The readback handle (`srb_readback`): which readback it is, its table of held readbacks
+//! and the lookup of one by number, and the calls on the handle itself (`srb_destroy`,
+//! `srb_capacity`, `srb_buckets`, `srb_staged_copy`).
+use crate::boundary::{guard, invalid, lock, Failure};
 use crate::codes::SRB_OK;
-use crate::held::HeldTable;
+use crate::held::{Held, HeldTable};
 use srb::{
     AppendReadback, BucketReadback, ColumnReadback, GraphReadback, PendingAppend, ReadbackInfo,
     StagedCopy,
@@ -63,6 +63,53 @@ impl srb_readback {
     pub(crate) fn buckets(&self) -> usize {
         self.info().buckets
     }
+}
+
+/// The handle behind `rb`; `SRB_ERR_INVALID_ARGUMENT` for null.
+///
+/// # Safety
+/// `rb` is null or a live handle from `srb_create`.
+pub(crate) unsafe fn handle<'a>(rb: *const srb_readback) -> Result<&'a srb_readback, Failure> {
+    // SAFETY: per the contract.
+    unsafe { rb.as_ref() }.ok_or_else(|| invalid("the readback handle is null"))
+}
+
+/// The table of the readbacks `h`'s caller holds.
+pub(crate) fn table(h: &srb_readback) -> &HeldTable {
+    match &h.inner {
+        Inner::Host { held, .. }
+        | Inner::Append { held, .. }
+        | Inner::Buckets { held, .. }
+        | Inner::Graph { held, .. } => held,
+    }
+}
+
+/// The held readback (or replay) `seq`, cloned out of the table.
+pub(crate) fn held_of(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
+    lock(table(h))
+        .iter()
+        .find(|t| t.seq() == seq)
+        .cloned()
+        .ok_or_else(|| not_held(h, seq, "(released, or never enqueued)"))
+}
+
+/// `seq` is not held: `SRB_ERR_INVALID_ARGUMENT`, in a graph readback's words or a ticket's.
+pub(crate) fn not_held(h: &srb_readback, seq: u64, why: &str) -> Failure {
+    invalid(match h.inner {
+        Inner::Graph { .. } => format!("replay {seq} is not held"),
+        _ if why.is_empty() => format!("no readback {seq} is held"),
+        _ => format!("no readback {seq} is held {why}"),
+    })
+}
+
+/// Host-sequenced mode: the held readback `seq`, for the calls that wait on a number.
+pub(crate) fn waitable(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
+    if let Inner::Graph { .. } = h.inner {
+        return Err(invalid(
+            "a graph readback is consumed with srb_next, not by waiting on a number",
+        ));
+    }
+    held_of(h, seq)
 }
 
 /// Buckets of the readback (1 unless bucketed; 0 if `rb` is null).

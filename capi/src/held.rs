@@ -1,9 +1,7 @@
-//! The readbacks a caller holds, by sequence number: tickets from `srb_enqueue` and
-//! `srb_append_end`, replays from `srb_next`, each until `srb_release`.
-use crate::args::handle;
-use crate::boundary::{guard, invalid, lock, Failure};
-use crate::codes::SRB_OK;
-use crate::handle::{srb_readback, Inner};
+//! The readbacks a caller holds (tickets from `srb_enqueue` and `srb_append_end`, replays from
+//! `srb_next`, each until `srb_release`) and what the calls read from them. Below the handle:
+//! a handle owns a table of them, and finds them by number (`handle::held_of`).
+use crate::boundary::lock;
 use srb::{AppendTicket, ColumnReadout, ColumnTicket, Error, OwnedReplay, Result};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,51 +19,14 @@ pub(crate) enum Held {
 /// out again until released); graph: every replay taken and not released.
 pub(crate) type HeldTable = Mutex<Vec<Arc<Held>>>;
 
-/// The table of the readbacks `h`'s caller holds.
-fn table(h: &srb_readback) -> &HeldTable {
-    match &h.inner {
-        Inner::Host { held, .. }
-        | Inner::Append { held, .. }
-        | Inner::Buckets { held, .. }
-        | Inner::Graph { held, .. } => held,
-    }
-}
-
 /// Holds `t` until `srb_release` of its number.
 pub(crate) fn hold(h: &HeldTable, t: Held) {
     lock(h).push(Arc::new(t));
 }
 
-/// The held readback (or replay) `seq`, cloned out of the table.
-pub(crate) fn held_of(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
-    lock(table(h))
-        .iter()
-        .find(|t| t.seq() == seq)
-        .cloned()
-        .ok_or_else(|| not_held(h, seq, "(released, or never enqueued)"))
-}
-
-/// `seq` is not held: `SRB_ERR_INVALID_ARGUMENT`, in a graph readback's words or a ticket's.
-fn not_held(h: &srb_readback, seq: u64, why: &str) -> Failure {
-    invalid(match h.inner {
-        Inner::Graph { .. } => format!("replay {seq} is not held"),
-        _ if why.is_empty() => format!("no readback {seq} is held"),
-        _ => format!("no readback {seq} is held {why}"),
-    })
-}
-
-/// Host-sequenced mode: the held readback `seq`, for the calls that wait on a number.
-pub(crate) fn waitable(h: &srb_readback, seq: u64) -> Result<Arc<Held>, Failure> {
-    if let Inner::Graph { .. } = h.inner {
-        return Err(invalid(
-            "a graph readback is consumed with srb_next, not by waiting on a number",
-        ));
-    }
-    held_of(h, seq)
-}
-
 impl Held {
-    fn seq(&self) -> u64 {
+    /// The sequence number the caller addresses it by.
+    pub(crate) fn seq(&self) -> u64 {
         match self {
             Held::Pack(t) => t.seq(),
             Held::Append(t, _) => t.seq(),
@@ -138,28 +99,4 @@ impl Held {
             Held::Pack(_) => None,
         }
     }
-}
-
-/// Releases readback `seq`'s slot for reuse; its data pointers become invalid. A readback
-/// released before it completes is still waited for on the device before its slot is reused.
-///
-/// # Safety
-/// `rb` is a live handle.
-#[no_mangle]
-pub unsafe extern "C" fn srb_release(rb: *const srb_readback, seq: u64) -> i32 {
-    guard(|| {
-        // SAFETY: per the contract.
-        let h = unsafe { handle(rb)? };
-        let released = {
-            let mut table = lock(table(h));
-            let at = table
-                .iter()
-                .position(|t| t.seq() == seq)
-                .ok_or_else(|| not_held(h, seq, ""))?;
-            table.swap_remove(at)
-        };
-        // Outside the table's lock: the last hold of a ticket or replay gives its slot back.
-        drop(released);
-        Ok(SRB_OK)
-    })
 }

@@ -49,9 +49,6 @@ pub extern "C" fn srb_last_error() -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codes::SRB_ERR_INVALID_ARGUMENT;
-    use crate::data::srb_data;
-    use crate::wait::srb_wait;
     use std::ffi::CStr;
 
     fn last_error() -> String {
@@ -88,17 +85,13 @@ mod tests {
     }
 
     /// A caller may keep the pointer across failures (C code reads it after the next call):
-    /// it stays the same and readable, with the newest text.
+    /// it stays the same and readable, with the newest text, cut to the buffer. (The same
+    /// through failing `srb_` calls: capi/tests/capi.rs, `capi_argument_errors`.)
     #[test]
     fn the_error_pointer_is_stable_across_failures() {
-        // SAFETY: null handle and pointers, which the API rejects.
-        let code = unsafe { srb_wait(std::ptr::null(), 1, 0, std::ptr::null_mut()) };
-        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT);
+        set_last_error("the readback handle is null");
         let first = srb_last_error();
-        assert!(last_error().contains("handle is null"), "{}", last_error());
-        // SAFETY: as above.
-        let data = unsafe { srb_data(std::ptr::null(), 1, 0) };
-        assert!(data.is_null());
+        assert_eq!(last_error(), "the readback handle is null");
         let too_long = "z".repeat(5000);
         set_last_error(&too_long);
         assert_eq!(srb_last_error(), first, "same buffer");

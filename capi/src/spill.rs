@@ -1,10 +1,10 @@
 //! An overflowed append's spilled rows: `srb_fetch_spill` brings them back,
 //! `srb_spill_data` and `srb_spill_bucket_data` read them.
-use crate::args::{handle, stream_of, timeout};
+use crate::args::{stream_of, timeout};
 use crate::boundary::{guard, guard_ptr, invalid, lock, Failure};
 use crate::codes::SRB_OK;
-use crate::handle::{srb_readback, Inner};
-use crate::held::{held_of, Held};
+use crate::handle::{handle, held_of, srb_readback, Inner};
+use crate::held::Held;
 use crate::types::CUstream_st;
 use srb::ColumnTicket;
 use std::ffi::c_void;

@@ -1,12 +1,12 @@
 //! Host-sequenced mode: `srb_poll` and `srb_wait` on a readback's number.
-use crate::args::{handle, timeout};
+use crate::args::timeout;
 use crate::boundary::{guard, Failure};
 use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
-use crate::handle::srb_readback;
-use crate::held::waitable;
+use crate::handle::{handle, srb_readback, waitable};
 
 /// Host-sequenced mode: `SRB_OK` if readback `seq` is complete (its count is good),
-/// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks.
+/// `SRB_NOT_READY` if it is in flight, or the count's error. Never blocks. Errors as
+/// `srb_wait`.
 ///
 /// # Safety
 /// `rb` is a live handle.
@@ -30,6 +30,18 @@ pub unsafe extern "C" fn srb_poll(rb: *const srb_readback, seq: u64) -> i32 {
 /// `*count_out`, after `SRB_ERR_BUCKET_OVER_CAPACITY` that bucket's count, after
 /// `SRB_ERR_NEGATIVE_COUNT` its bits. The slot stays held until
 /// `srb_release`.
+///
+/// Errors: `SRB_ERR_INVALID_ARGUMENT` for a null handle, a graph readback, or a `seq` not
+/// held; the count's errors (`SRB_ERR_NEGATIVE_COUNT`, `SRB_ERR_COUNT_EXCEEDS_CAPACITY`,
+/// `SRB_ERR_COUNT_EXCEEDS_SOURCE`; a bucket pack's `SRB_ERR_NEGATIVE_COUNT`,
+/// `SRB_ERR_BUCKET_OVER_CAPACITY`, `SRB_ERR_BUCKET_RANGE`), with nothing copied; an
+/// append's (`SRB_ERR_APPEND_OVERFLOW`, `SRB_ERR_APPEND_UNFINISHED`, `SRB_ERR_APPEND_MISUSE`,
+/// `SRB_ERR_BAD_BUCKET`); `SRB_ERR_CORRUPT` if the slot does not hold this readback (a bug or
+/// memory corruption); `SRB_ERR_CUDA` when the device reports an error (e.g. the producer
+/// kernel faulted), never a hang.
+/// A count wrong in several ways gets one code, in this order: `SRB_ERR_NEGATIVE_COUNT`, then
+/// `SRB_ERR_COUNT_EXCEEDS_CAPACITY`, then `SRB_ERR_COUNT_EXCEEDS_SOURCE`: a count above both
+/// the capacity and a source's length is `SRB_ERR_COUNT_EXCEEDS_CAPACITY`.
 ///
 /// # Safety
 /// `rb` is a live handle; `count_out` is null or writable.

@@ -109,7 +109,12 @@ fn capi_argument_errors() -> Result<()> {
                 == capi::SRB_ERR_INVALID_ARGUMENT
         );
         ensure!(capi::srb_data(std::ptr::null(), 1, 0).is_null());
-        ensure!(last_error().contains("null"), "message: {}", last_error());
+        ensure!(
+            last_error().contains("handle is null"),
+            "message: {}",
+            last_error()
+        );
+        ensure!(capi::srb_last_error() == before, "the message moved");
         capi::srb_destroy(std::ptr::null_mut());
         // A well-formed create: succeeds with a GPU, else says why not.
         let code = capi::srb_create(0, 16, 2, 2, sizes.as_ptr(), 0, &mut rb);

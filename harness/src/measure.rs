@@ -49,7 +49,9 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
     }
     let shape16 = format!(
         "{:?}",
-        sized_readback::Readback::<f64>::new(ctx, 16 * M)?.launch_shape()
+        sized_readback::Readback::<f64>::new(ctx, 16 * M)?
+            .info()
+            .launch_shape
     );
 
     eprintln!("compare: enqueue cost breakdown");

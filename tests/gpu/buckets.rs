@@ -381,7 +381,7 @@ fn pack_case<K: CountType + DeviceRepr>(
     };
     let out = t.wait()?;
     let mut all = Vec::new();
-    for b in 0..rb.buckets() {
+    for b in 0..rb.info().buckets {
         let a = out.bucket_column_as::<u64>(0, b)?;
         let c = out.bucket_column_as::<u32>(1, b)?;
         all.push(a.iter().copied().zip(c.iter().copied()).collect());

@@ -95,7 +95,7 @@ fn columns_mixed_types() -> Result<()> {
     );
     for t in TRANSPORTS {
         let rb = ColumnReadback::new(&ctx, &schema, ReadbackConfig::new(cap).transport(t))?;
-        ensure!(rb.layout().column_offsets().len() == 4);
+        ensure!(rb.info().layout.column_offsets().len() == 4);
         for count in [0usize, 1, 17, 1000, 2999, 3000] {
             let n = stream.clone_htod(&[count as u64])?;
             // Bound in another order than declared: the handles say which column is which.
@@ -372,7 +372,7 @@ fn graph_replays_the_seed_loop() -> Result<()> {
     let (schema, cols) = step_schema();
     let slots = 8;
     let g = GraphReadback::new(&ctx, &schema, ReadbackConfig::new(cap).slots(slots))?;
-    ensure!(g.slots() == slots);
+    ensure!(g.info().slots == slots);
 
     copy.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     fork.record(&copy)?;

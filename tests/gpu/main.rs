@@ -14,6 +14,7 @@ mod append;
 mod auto;
 mod buckets;
 mod embedding;
+mod info;
 mod kernel_image;
 mod pack;
 mod reliability;
@@ -32,6 +33,7 @@ const SUBJECTS: &[&[Test]] = &[
     staged_switch::TESTS,
     auto::TESTS,
     embedding::TESTS,
+    info::TESTS,
     reliability::load::TESTS,
     reliability::lifecycle::TESTS,
     reliability::bad_input::TESTS,

@@ -238,7 +238,7 @@ fn over_capacity_then_grow() -> Result<()> {
             })?;
         }
         rb.grow(20)?;
-        ensure!(rb.capacity() == 20);
+        ensure!(rb.info().capacity == 20);
         let tk = rb.enqueue(&stream, &data, &cnt)?;
         ensure!(tk.wait()?.as_slice() == values.as_slice());
     }
@@ -585,7 +585,7 @@ fn programmatic_launch_on_and_off() -> Result<()> {
             &ctx,
             ReadbackConfig::new(n as usize).programmatic_launch(pdl),
         )?;
-        ensure!(rb.launch_shape().programmatic == pdl);
+        ensure!(rb.info().launch_shape.programmatic == pdl);
         for cycle in 0..50u64 {
             let nn = (cycle * 83) % (n + 1);
             produce_f64(&module, &stream, 16, d, c, nn, cycle)?;

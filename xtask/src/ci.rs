@@ -1,7 +1,7 @@
 //! `cargo xtask ci [CARGO-TEST-ARGS]`: every check, as CI runs it (`.ci/run`, through the
 //! README's test command `bash scripts/test.sh`), on a machine without a GPU or CUDA toolkit.
 //!
-//! Formatting and lints; every test; then the install story and the packages: the library, its
+//! Formatting, lints and the module import cycles; every test; then the install story and the packages: the library, its
 //! tests and the seed build with Rust alone (the kernels and the slot bindings are committed);
 //! the packaged crate builds for a dependent and for docs.rs with no CUDA toolkit or libclang;
 //! the committed kernel images are regenerated and compared byte for byte, and their PTX
@@ -10,7 +10,9 @@
 //! package and its manylinux_2_28 wheel. CMake, pkg-config, a C/C++ and Fortran compiler and
 //! mpicxx come from `.ci/run`; elsewhere a step whose tool is missing says so and skips, except
 //! under `SRB_CI=1`. Without a GPU the GPU tests are reported as ignored; with one, they run.
-use crate::{cmd, dependent, dev_env, host_programs, install_capi, kernels, packages, python};
+use crate::{
+    cmd, cycles, dependent, dev_env, host_programs, install_capi, kernels, packages, python,
+};
 use anyhow::{ensure, Result};
 use std::path::Path;
 use std::process::Command;
@@ -28,6 +30,9 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     } else {
         eprintln!("ci: rustfmt not installed, skipping the format check");
     }
+    // No import cycle among capi/src's modules; src/engine's and python/src's are printed
+    // until their cycles are gone (then cycles::ENFORCED takes them).
+    cycles::ci(root)?;
     // The README's tables of committed results against their JSON records.
     cmd::run(
         Command::new("python3")
@@ -70,6 +75,7 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
         "-p",
         "sized-readback",
     ]))?;
+    package_leaves_out(root)?;
     dependent::check(root)?;
     // The maintainers' tools from here on: libclang for bindgen, nvcc for the CUDA C++ host
     // programs (the Fortran seed's kernel among the tests).
@@ -107,6 +113,37 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// What the published crate must not hold: the test kernels' images (`kernels/testing/`,
+/// 3.9 MB), which only the `testing` feature embeds and only the repository's crates use.
+const NOT_PACKAGED: &[&str] = &["kernels/testing/"];
+
+/// `cargo package --list` of the library names nothing under [`NOT_PACKAGED`].
+fn package_leaves_out(root: &Path) -> Result<()> {
+    let list = cmd::output(cmd::cargo(root).args([
+        "package",
+        "--list",
+        "--locked",
+        "--allow-dirty",
+        "-p",
+        "sized-readback",
+    ]))?;
+    let packaged = not_packaged_in(&list);
+    ensure!(
+        packaged.is_empty(),
+        "the package holds what Cargo.toml's exclude leaves out ({NOT_PACKAGED:?}): {packaged:?}"
+    );
+    println!("ci: the package holds nothing under {NOT_PACKAGED:?}");
+    Ok(())
+}
+
+/// The files of a `cargo package --list` under [`NOT_PACKAGED`].
+fn not_packaged_in(list: &str) -> Vec<&str> {
+    list.lines()
+        .map(str::trim)
+        .filter(|f| NOT_PACKAGED.iter().any(|dir| f.starts_with(dir)))
+        .collect()
+}
+
 /// Without a driver, the quick start's `scripts/seed.sh` stops at once with its message,
 /// having built nothing, whatever LD_LIBRARY_PATH holds.
 fn seed_stops_without_a_driver(root: &Path) -> Result<()> {
@@ -129,4 +166,23 @@ fn seed_stops_without_a_driver(root: &Path) -> Result<()> {
     }
     println!("ci: seed.sh without a driver stops with its message (LD_LIBRARY_PATH unset and set)");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_kernels_in_a_package_list_are_found() {
+        let list = "Cargo.toml\nkernels/library/sm_90.cubin\nkernels/testing/sm_90.cubin\n\
+                    src/testing/mod.rs\nkernels/testing/compute_70.ptx\n";
+        assert_eq!(
+            not_packaged_in(list),
+            [
+                "kernels/testing/sm_90.cubin",
+                "kernels/testing/compute_70.ptx"
+            ]
+        );
+        assert!(not_packaged_in("kernels/library/sm_90.cubin\nsrc/lib.rs\n").is_empty());
+    }
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the developer tasks of sized-readback (rust-analyzer's alias pattern:
 //! `.cargo/config.toml` runs this crate). `cargo xtask --help` lists them. Each task is a file:
-//! `ci` (what CI runs), `dev_env`, `dependent`, `install_capi`, `packages`, `host_programs`,
+//! `ci` (what CI runs), `cycles`, `dev_env`, `dependent`, `install_capi`, `packages`, `host_programs`,
 //! `python`, `stage`, `kernels` (regen, ptxas, user-kernel); `cmd` runs the tools, `toolchain`
 //! holds every pin.
 //!
@@ -9,6 +9,7 @@
 mod bindings;
 mod ci;
 mod cmd;
+mod cycles;
 mod dependent;
 mod dev_env;
 mod host_programs;
@@ -132,6 +133,13 @@ enum Task {
     ///
     /// compute_70 for sm_70, compute_90 for sm_90.
     Ptxas,
+    /// Fail on an import cycle among the modules of source directories
+    ///
+    /// Without DIRs, CI's check: none in capi/src; src/engine's and python/src's printed.
+    Cycles {
+        /// Source directories (e.g. capi/src, src/engine), from the repository root.
+        dirs: Vec<PathBuf>,
+    },
     /// Compile the append docs' user kernel with NVRTC to machine code
     ///
     /// `src/append.rs`'s kernel for sm_70, sm_90 (NVRTC 12.0) and sm_120 (NVRTC 12.8): the path
@@ -154,6 +162,7 @@ fn main() -> Result<()> {
         Task::Regen { check } => kernels::regen(&root, check),
         Task::Ptxas => kernels::ptxas(&root),
         Task::UserKernel => kernels::user_kernel(&root),
+        Task::Cycles { dirs } => cycles::task(&root, &dirs),
     }
 }
 

@@ -53,7 +53,10 @@ fn bad_inputs_are_errors() -> Result<()> {
 
     let rb = Readback::<f64>::with_config(&ctx, ReadbackConfig::new(4).slots(1))?;
     expect_err(rb.grow(0), "grow to 0", cfg_err)?;
-    ensure!(rb.capacity() == 4, "a failed grow changed the readback");
+    ensure!(
+        rb.info().capacity == 4,
+        "a failed grow changed the readback"
+    );
     let data = stream.clone_htod(&[1.0f64, 2.0, 3.0, 4.0])?;
     let cnt = stream.clone_htod(&[3i32, 3, 3, 3])?;
     let cnt64 = stream.clone_htod(&[3u64, 3])?;

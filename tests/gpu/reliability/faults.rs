@@ -399,7 +399,7 @@ fn fault_append(how: AppendFault) -> Result<()> {
             .append(&stream, |d| append_step(&module, &stream, d, bad_step))
             .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
         expect_device_error(
-            &format!("{how:?} fault, {:?} append", rb.transport()),
+            &format!("{how:?} fault, {:?} append", rb.info().transport),
             t0,
             r,
         )?;
@@ -494,7 +494,7 @@ fn fault_bucket_append() -> Result<()> {
             .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
         let what = format!(
             "{:?} bucketed append after a producer fault",
-            rb.transport()
+            rb.info().transport
         );
         expect_device_error(&what, t0, r)?;
     }

@@ -347,7 +347,7 @@ impl<T: Element> Lane<T> {
             "{}x{}B cap {cap} slots {slots} {transport:?}/{:?} pdl={pdl}",
             std::any::type_name::<T>(),
             std::mem::size_of::<T>(),
-            rb.wait_mode()
+            rb.info().wait_mode
         );
         let values = count_values(rng, cap, 256);
         Ok(Lane {
@@ -360,7 +360,7 @@ impl<T: Element> Lane<T> {
 
     fn enqueue(&mut self, w: &mut Worker) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        let cap = self.rb.capacity();
+        let cap = self.rb.info().capacity;
         let source = w.rng.below(w.sources.dev.len() as u64) as usize;
         let offset = w.rng.below(16) as usize;
         let room = (SOURCE_BYTES - offset) / size;
@@ -504,7 +504,7 @@ fn check<T: Element>(
 
 impl<T: Element> Step for Lane<T> {
     fn step(&mut self, w: &mut Worker) -> Result<()> {
-        if self.inflight.len() == self.rb.slots() {
+        if self.inflight.len() == self.rb.info().slots {
             let f = self.inflight.pop_front().expect("a ticket in flight");
             self.finish(w, f, true);
         }
@@ -761,7 +761,7 @@ impl AppendLane {
 
 impl Step for AppendLane {
     fn step(&mut self, w: &mut Worker) -> Result<()> {
-        if self.inflight.len() == self.rb.slots() {
+        if self.inflight.len() == self.rb.info().slots {
             let f = self.inflight.pop_front().expect("an append in flight");
             self.finish(w, f, true);
         }
