@@ -57,7 +57,7 @@ impl AppendReadback {
         let p = unsafe { self.rb.begin_raw_stream(handle as CUstream, None) }.py_err(py)?;
         let desc = desc_array(py, p.desc().as_bytes())?;
         Ok(PendingAppend {
-            transport: transport_name(self.rb.transport()),
+            transport: transport_name(self.rb.info().transport),
             inner: Mutex::new(Some(p)),
             desc,
             stream: stream.clone().unbind(),
@@ -161,9 +161,9 @@ impl AppendReadback {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "AppendReadback(capacity={}, {}, slots={}, device={})",
-            self.rb.capacity(),
+            self.rb.info().capacity,
             describe_columns(py, &self.specs, self.columns),
-            self.rb.slots(),
+            self.rb.info().slots,
             self.shared.device
         )
     }

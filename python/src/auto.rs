@@ -142,7 +142,7 @@ impl Auto {
         row_bytes: usize,
     ) -> srb::Result<()> {
         let staged_from = threshold(capacity, row_bytes);
-        let config = ReadbackConfig::new(capacity).slots(mapped.slots());
+        let config = ReadbackConfig::new(capacity).slots(mapped.info().slots);
         let new_staged = match staged_config(&config, self.staged_copy, staged_from) {
             Some(c) => Some(Arc::new(ColumnReadback::new(ctx, schema, c)?)),
             None => None,
@@ -173,7 +173,7 @@ impl Auto {
         let staged = self.staged_set();
         AutoFacts {
             staged_copy: staged.as_ref().and_then(|st| st.info().staged_copy),
-            staged_slots: staged.map_or(0, |s| s.slots()),
+            staged_slots: staged.map_or(0, |s| s.info().slots),
         }
     }
 }

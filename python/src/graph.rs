@@ -251,9 +251,9 @@ impl GraphReadback {
         match self.lock().as_ref() {
             Some(g) => format!(
                 "GraphReadback(capacity={}, {}, slots={}, device={}, next_seq={})",
-                g.capacity(),
+                g.info().capacity,
                 describe_columns(py, &self.specs, self.columns),
-                g.slots(),
+                g.info().slots,
                 self.shared.device,
                 g.next_seq()
             ),

@@ -128,7 +128,7 @@ pub(crate) fn run<'py>(
             py,
             Ticket::pack(
                 pool,
-                transport_name(rb.transport()),
+                transport_name(ticket.transport()),
                 seq,
                 ticket,
                 inp.keep,

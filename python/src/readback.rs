@@ -42,7 +42,7 @@ impl Readback {
     /// The slot set `rb` of this readback's current generation.
     fn pool(&self, rb: &ColumnReadback) -> Pool {
         Pool {
-            staged: rb.transport() == Transport::Staged,
+            staged: rb.info().transport == Transport::Staged,
             generation: self.generation.load(Ordering::Relaxed),
         }
     }
@@ -54,7 +54,7 @@ impl Readback {
     fn transport_name(&self) -> &'static str {
         match self.auto {
             Some(_) => auto::NAME,
-            None => transport_name(self.rb.transport()),
+            None => transport_name(self.rb.info().transport),
         }
     }
 
@@ -88,9 +88,15 @@ impl Readback {
                 let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
                 match r {
                     Ok(ticket) => {
+                        // The ticket's set, without a snapshot of the readback's settings.
+                        let transport = ticket.transport();
+                        let pool = Pool {
+                            staged: transport == Transport::Staged,
+                            generation: self.generation.load(Ordering::Relaxed),
+                        };
                         return Ok(Ticket::pack(
-                            self.pool(rb),
-                            transport_name(rb.transport()),
+                            pool,
+                            transport_name(transport),
                             self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
                             ticket,
                             keep,
@@ -361,9 +367,9 @@ impl Readback {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "Readback(capacity={}, {}, slots={}, device={}, transport={:?})",
-            self.rb.capacity(),
+            self.rb.info().capacity,
             describe_columns(py, &self.specs, self.columns),
-            self.rb.slots(),
+            self.rb.info().slots,
             self.shared.device,
             self.transport_name()
         )
