@@ -173,15 +173,35 @@ fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
             a.shape
         )));
     }
-    match (a.kind, a.itemsize) {
-        (b'i', 4) => Ok(CountKind::I32),
-        (b'i', 8) => Ok(CountKind::I64),
-        (b'u', 4) => Ok(CountKind::U32),
-        (b'u', 8) => Ok(CountKind::U64),
-        _ => Err(PyValueError::new_err(format!(
-            "the count must be int32, int64, uint32 or uint64, not {}",
-            a.type_name()
-        ))),
+    let signed = match a.kind {
+        b'i' => Some(true),
+        b'u' => Some(false),
+        _ => None,
+    };
+    CountKind::ALL
+        .into_iter()
+        .find(|k| Some(k.is_signed()) == signed && k.size() == a.itemsize)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the count must be {}, not {}",
+                numpy_names(),
+                a.type_name()
+            ))
+        })
+}
+
+/// A count kind's numpy dtype name (`int32`, `uint64`, ...), from its width and signedness.
+fn numpy_name(k: CountKind) -> String {
+    let sign = if k.is_signed() { "" } else { "u" };
+    format!("{sign}int{}", 8 * k.size())
+}
+
+/// Every count kind's numpy name, in words: "int32, uint32, int64 or uint64".
+fn numpy_names() -> String {
+    let names: Vec<String> = CountKind::ALL.into_iter().map(numpy_name).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
     }
 }
 
@@ -568,8 +588,8 @@ impl Readback {
 
     /// The enqueue on pre-read addresses, for measuring the binding's own cost and for callers
     /// that hold raw handles: `ptrs[i]` the device address of column `i`'s first row,
-    /// `rows[i]` its rows, `count_ptr` the count's device address (`count_kind` one of
-    /// `"int32"`, `"int64"`, `"uint32"`, `"uint64"`), `stream` a `cudaStream_t` as an int (0:
+    /// `rows[i]` its rows, `count_ptr` the count's device address (`count_kind` a count
+    /// dtype's numpy name, `"int32"`, `"uint64"`, ...), `stream` a `cudaStream_t` as an int (0:
     /// the legacy default stream). Nothing is kept alive and no producer stream is waited
     /// for: the caller keeps the memory allocated and unwritten until the readback completes,
     /// and enqueues on the producer's stream. The core checks only that the count's address
@@ -594,17 +614,15 @@ impl Readback {
                 rows.len()
             )));
         }
-        let kind = match count_kind {
-            "int32" => CountKind::I32,
-            "int64" => CountKind::I64,
-            "uint32" => CountKind::U32,
-            "uint64" => CountKind::U64,
-            k => {
-                return Err(PyValueError::new_err(format!(
-                    "count_kind must be int32, int64, uint32 or uint64, not {k:?}"
-                )))
-            }
-        };
+        let kind = CountKind::ALL
+            .into_iter()
+            .find(|&k| numpy_name(k) == count_kind)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "count_kind must be {}, not {count_kind:?}",
+                    numpy_names()
+                ))
+            })?;
         let sources: Vec<ColumnSource> = ptrs
             .iter()
             .zip(&rows)
