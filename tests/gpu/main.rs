@@ -12,6 +12,7 @@
 //! `SRB_RELIABILITY_SCENARIO` set it runs that one scenario and exits.
 mod append;
 mod buckets;
+mod count_kinds;
 mod embedding;
 mod kernel_image;
 mod pack;
@@ -24,6 +25,7 @@ use test_support::Test;
 /// Every test of the binary, subject by subject.
 const SUBJECTS: &[&[Test]] = &[
     pack::TESTS,
+    count_kinds::TESTS,
     seed::TESTS,
     kernel_image::TESTS,
     append::TESTS,
