@@ -380,7 +380,8 @@ impl<T: Element> Lane<T> {
             CountKind::I32 => self.rb.enqueue(stream, &view, &c.i32.slice(j..j + 1)),
             CountKind::U32 => self.rb.enqueue(stream, &view, &c.u32.slice(j..j + 1)),
             CountKind::I64 => self.rb.enqueue(stream, &view, &c.i64.slice(j..j + 1)),
-            CountKind::U64 => self.rb.enqueue(stream, &view, &c.u64.slice(j..j + 1)),
+            // U64: the soak picks the four kinds above, none other.
+            _ => self.rb.enqueue(stream, &view, &c.u64.slice(j..j + 1)),
         };
         let ticket = match ticket {
             Ok(t) => t,
