@@ -24,10 +24,6 @@ element!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, f32, f64);
 // SAFETY: an array of valid-for-any-bits elements is valid for any bits; same alignment as T.
 unsafe impl<T: Element, const N: usize> Element for [T; N] {}
 
-// `CountKind` (its sizes, signedness, names and C values) and the `CountType` impls, one per
-// row of the count types' table (xtask/src/count_kinds.rs), made by `cargo xtask regen`.
-include!("raw/generated/count_kinds.rs");
-
 impl CountKind {
     /// `raw`, a count of this kind as the pack kernel widened it to 64 bits, as a signed
     /// value: sign-extended from the kind's width for a signed kind, so a negative count reads
@@ -47,3 +43,7 @@ pub trait CountType: sealed::Sealed + Copy + Send + Sync + 'static {
     /// The matching [`CountKind`].
     const KIND: CountKind;
 }
+
+// `CountKind` (its sizes, signedness, names and C values) and the `CountType` impls, one per
+// row of the count types' table (xtask/src/count_kinds.rs), made by `cargo xtask regen`.
+include!("raw/generated/count_kinds.rs");
