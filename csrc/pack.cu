@@ -48,28 +48,48 @@ SRB_DEVICE void srb_wait_for_producer() {
 #endif
 }
 
+// Count i of type T at `ptr`: *raw gets it widened to 64 bits (sign-extended where Signed),
+// *n the count (0 if negative).
+template <typename T, bool Signed>
+SRB_DEVICE uint32_t srb_read_count_as(uint64_t ptr, uint64_t i, uint64_t* raw, uint64_t* n) {
+    const T v = reinterpret_cast<const T*>(ptr)[i];
+    if constexpr (Signed) {
+        const int64_t s = (int64_t)v;
+        *raw = (uint64_t)s;
+        *n = s < 0 ? 0 : (uint64_t)s;
+        return s < 0 ? SRB_STATUS_NEGATIVE : SRB_STATUS_OK;
+    }
+    *raw = *n = (uint64_t)v;
+    return SRB_STATUS_OK;
+}
+
 // Reads count i of kind `kind` at `ptr`. Returns srb_status bits; *raw gets the value
-// sign-extended to 64 bits, *n the count (0 if negative).
+// sign-extended to 64 bits, *n the count (0 if negative). The cases come from the count types'
+// table (xtask/src/count_kinds.rs, through count_kinds.inc); a kind not in it reads nothing and
+// returns SRB_STATUS_BAD_COUNT_KIND with *raw = kind.
 SRB_DEVICE uint32_t srb_read_count_at(uint64_t ptr, uint32_t kind, uint64_t i, uint64_t* raw, uint64_t* n) {
     switch (kind) {
-    case SRB_COUNT_I32: {
-        int64_t v = reinterpret_cast<const int32_t*>(ptr)[i];
-        *raw = (uint64_t)v;
-        *n = v < 0 ? 0 : (uint64_t)v;
-        return v < 0 ? SRB_STATUS_NEGATIVE : SRB_STATUS_OK;
-    }
-    case SRB_COUNT_U32:
-        *raw = *n = reinterpret_cast<const uint32_t*>(ptr)[i];
-        return SRB_STATUS_OK;
-    case SRB_COUNT_I64: {
-        int64_t v = reinterpret_cast<const int64_t*>(ptr)[i];
-        *raw = (uint64_t)v;
-        *n = v < 0 ? 0 : (uint64_t)v;
-        return v < 0 ? SRB_STATUS_NEGATIVE : SRB_STATUS_OK;
-    }
+#define SRB_COUNT_CASE(KIND, T, SIGNED) \
+    case KIND:                          \
+        return srb_read_count_as<T, SIGNED>(ptr, i, raw, n);
+#include "count_kinds.inc"
+#undef SRB_COUNT_CASE
     default:
-        *raw = *n = reinterpret_cast<const uint64_t*>(ptr)[i];
-        return SRB_STATUS_OK;
+        *raw = kind;
+        *n = 0;
+        return SRB_STATUS_BAD_COUNT_KIND;
+    }
+}
+
+// Whether these kernels know count kind `kind`.
+SRB_DEVICE bool srb_count_kind_known(uint32_t kind) {
+    switch (kind) {
+#define SRB_COUNT_CASE(KIND, T, SIGNED) case KIND:
+#include "count_kinds.inc"
+#undef SRB_COUNT_CASE
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -178,6 +198,9 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
     __shared__ uint32_t s_bad_kind[3];  // the first bucket of each kind of error (k if none):
                                         // a negative count, one over capacity, bad offsets
     __shared__ uint32_t s_last;
+    // A count kind these kernels do not know: no count or offset is read, nothing is copied,
+    // and the trailer says so (its count_raw is the kind).
+    const bool unknown_kind = !srb_count_kind_known(p.count_kind);
     srb_wait_for_producer();
     const unsigned k = p.num_buckets;
     if (threadIdx.x == 0)
@@ -185,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
     __syncthreads();
     uint64_t min_src = ~0ull;
     for (uint32_t c = 0; c < p.num_columns; ++c) min_src = p.columns[c].src_len < min_src ? p.columns[c].src_len : min_src;
-    for (unsigned b = threadIdx.x; b < k; b += blockDim.x) {
+    for (unsigned b = unknown_kind ? k : threadIdx.x; b < k; b += blockDim.x) {
         uint64_t raw, n, oraw, off;
         uint32_t st = srb_read_count_at(p.counts_ptr, p.count_kind, b, &raw, &n);
         st |= srb_read_count_at(p.offsets_ptr, p.count_kind, b, &oraw, &off);
@@ -208,6 +231,7 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
     if (s_bad_kind[0] < k) status |= SRB_STATUS_NEGATIVE;
     if (s_bad_kind[1] < k) status |= SRB_STATUS_OVER_CAPACITY;
     if (s_bad_kind[2] < k) status |= SRB_STATUS_BAD_OFFSETS;
+    if (unknown_kind) status = SRB_STATUS_BAD_COUNT_KIND;
     // Named in order of precedence: a negative count, then one over the capacity, then offsets.
     const unsigned bad = s_bad_kind[0] < k ? s_bad_kind[0] : (s_bad_kind[1] < k ? s_bad_kind[1] : s_bad_kind[2]);
 
@@ -268,7 +292,8 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
     choice.seq = p.seq;
     choice.slot = p.slot;
     choice.may_write = 1;
-    srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), s_sum[0], copied, status,
-                         sync, 0, 0);
+    const uint64_t count_raw = unknown_kind ? (uint64_t)p.count_kind : s_sum[0];
+    srb::detail::publish(choice, reinterpret_cast<srb_trailer*>(slot_base + p.trailer_offset), count_raw, copied,
+                         status, sync, 0, 0);
 }
 #endif  // SRB_PACK_SWITCH

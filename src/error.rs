@@ -103,6 +103,14 @@ pub enum Error {
         /// The count the kernel read.
         count: i64,
     },
+    /// The pack kernel does not know the count kind it was given, so it read no count and
+    /// copied nothing: the kernel images are older than the library's count types (a build
+    /// that skipped `cargo xtask regen`), or a raw kind value that no count type has.
+    #[error("the pack kernel does not know count kind {kind}: its images and the library's count types disagree")]
+    UnknownCountKind {
+        /// The `srb_count_kind` value the kernel was given.
+        kind: u32,
+    },
     /// The count was larger than a source buffer: the kernel read nothing past the source. A
     /// count above the capacity too is [`Error::CountExceedsCapacity`], and a negative one
     /// [`Error::NegativeCount`]: those come first.

@@ -9,7 +9,7 @@
  * long (CUdeviceptr), a stream a struct CUstream_st * (CUstream, cudaStream_t), an event a
  * struct CUevent_st * (CUevent, cudaEvent_t), so the CUDA types pass as they are.
  * sized_readback/slot.h (installed beside this file) declares srb_append_desc and the count
- * kinds, enum srb_count_kind: SRB_COUNT_I32, SRB_COUNT_U32, SRB_COUNT_I64, SRB_COUNT_U64.
+ * kinds, enum srb_count_kind: SRB_COUNT_I32 for int32_t, SRB_COUNT_U64 for uint64_t, ...
  */
 
 #ifndef SIZED_READBACK_CAPI_H
@@ -130,6 +130,11 @@
 // one (the message says which, with the driver's error if one failed).
 // Create it without the flag to get the whole-slot copy there.
 #define SRB_ERR_SIZED_COPY_UNAVAILABLE (-26)
+
+// The pack kernel did not know the count kind it was given (its images are older than the
+// library's count kinds): it read no count and copied nothing. An unknown `count_kind`
+// argument is refused before any launch, with `SRB_ERR_INVALID_ARGUMENT`.
+#define SRB_ERR_UNKNOWN_COUNT_KIND (-27)
 
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)

@@ -84,6 +84,10 @@ pub const SRB_ERR_BUFFER_TOO_SHORT: i32 = -25;
 /// one (the message says which, with the driver's error if one failed).
 /// Create it without the flag to get the whole-slot copy there.
 pub const SRB_ERR_SIZED_COPY_UNAVAILABLE: i32 = -26;
+/// The pack kernel did not know the count kind it was given (its images are older than the
+/// library's count kinds): it read no count and copied nothing. An unknown `count_kind`
+/// argument is refused before any launch, with `SRB_ERR_INVALID_ARGUMENT`.
+pub const SRB_ERR_UNKNOWN_COUNT_KIND: i32 = -27;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -103,6 +107,7 @@ pub(crate) fn code_of(e: &Error) -> i32 {
         Error::RecordingMismatch { .. } => SRB_ERR_RECORDING_MISMATCH,
         Error::CountExceedsCapacity { .. } => SRB_ERR_COUNT_EXCEEDS_CAPACITY,
         Error::NegativeCount { .. } => SRB_ERR_NEGATIVE_COUNT,
+        Error::UnknownCountKind { .. } => SRB_ERR_UNKNOWN_COUNT_KIND,
         Error::CountExceedsSource { .. } => SRB_ERR_COUNT_EXCEEDS_SOURCE,
         Error::AppendOverflow { .. } => SRB_ERR_APPEND_OVERFLOW,
         Error::AppendUnfinished { .. } => SRB_ERR_APPEND_UNFINISHED,
@@ -155,6 +160,7 @@ mod tests {
                 capacity: 8,
             },
             Error::NegativeCount { count: -1 },
+            Error::UnknownCountKind { kind: 9 },
             Error::CountExceedsSource {
                 count: 9,
                 column: 1,

@@ -22,9 +22,9 @@ pub use srb::__internal::srb_append_desc;
 /// Most buckets of one bucketed readback.
 pub const SRB_MAX_BUCKETS: u32 = 256;
 
-/// The count kinds: `sized_readback/slot.h`'s `srb_count_kind` (`SRB_COUNT_I32` for `int32_t`,
-/// as in `int* d_size`; `SRB_COUNT_U32`, `SRB_COUNT_I64`, `SRB_COUNT_U64`), which C sees
-/// through that header.
+/// The first count kinds: `sized_readback/slot.h`'s `srb_count_kind` (`SRB_COUNT_I32` for
+/// `int32_t`, as in `int* d_size`; `SRB_COUNT_U32`, `SRB_COUNT_I64`, `SRB_COUNT_U64`; the
+/// table `xtask/src/count_kinds.rs` holds every one), which C sees through that header.
 pub use srb::__internal::{SRB_COUNT_I32, SRB_COUNT_I64, SRB_COUNT_U32, SRB_COUNT_U64};
 
 /// Deprecated: `SRB_COUNT_I32` (the same value), the one spelling of the count kinds. Kept so
@@ -52,13 +52,31 @@ const _: () = {
     assert!(std::mem::size_of::<srb_append_desc>() == std::mem::size_of::<srb::AppendDesc>());
 };
 
-/// The count kind `SRB_COUNT_*` names.
+/// The count kind `SRB_COUNT_*` names: any value the count kinds' table does not hold is
+/// refused here, before a launch could hand it to the kernel.
 pub(crate) fn parse_count_kind(kind: u32) -> Result<CountKind, Failure> {
-    Ok(match kind {
-        SRB_COUNT_I32 => CountKind::I32,
-        SRB_COUNT_U32 => CountKind::U32,
-        SRB_COUNT_I64 => CountKind::I64,
-        SRB_COUNT_U64 => CountKind::U64,
-        other => return Err(invalid(format!("unknown count kind {other}"))),
-    })
+    srb::__internal::count_kind_from_abi(kind)
+        .ok_or_else(|| invalid(format!("unknown count kind {kind}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codes::SRB_ERR_INVALID_ARGUMENT;
+
+    /// Every kind of the table parses to itself; any other value is refused on the host, so an
+    /// int from C never reaches the kernel as a kind it does not know.
+    #[test]
+    fn count_kinds_parse_as_the_table_says_and_others_are_refused() {
+        for (i, kind) in CountKind::ALL.iter().enumerate() {
+            assert_eq!(parse_count_kind(i as u32).ok(), Some(*kind));
+        }
+        assert_eq!(parse_count_kind(SRB_COUNT_I32).ok(), Some(CountKind::I32));
+        assert_eq!(parse_count_kind(SRB_COUNT_U64).ok(), Some(CountKind::U64));
+        for bad in [CountKind::ALL.len() as u32, 99, u32::MAX] {
+            let f = parse_count_kind(bad).unwrap_err();
+            assert_eq!(f.code, SRB_ERR_INVALID_ARGUMENT);
+            assert_eq!(f.message, format!("unknown count kind {bad}"));
+        }
+    }
 }

@@ -43,12 +43,7 @@ fuzz_target!(|data: &[u8]| {
     let expected = u64_at(rest, 0);
     // Mostly small capacities, so valid counts get through too.
     let capacity = (u64_at(rest, 8) as usize).max(1);
-    let kind = [
-        CountKind::I32,
-        CountKind::U32,
-        CountKind::I64,
-        CountKind::U64,
-    ][rest[16] as usize % 4];
+    let kind = CountKind::ALL[rest[16] as usize % CountKind::ALL.len()];
     let lens: Vec<usize> = rest[17..]
         .chunks_exact(8)
         .take(8)
@@ -66,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(Error::CorruptTrailer { .. }) => {}
         Err(Error::NegativeCount { .. })
+        | Err(Error::UnknownCountKind { .. })
         | Err(Error::CountExceedsCapacity { .. })
         | Err(Error::CountExceedsSource { .. }) => assert!(clean),
         Err(e) => panic!("unexpected error {e}"),

@@ -34,6 +34,7 @@ __all__ = [
     "ReadbackTimeoutError",
     "OverrunError",
     "CorruptTrailerError",
+    "UnknownCountKindError",
     "SizedCopyUnavailableError",
 ]
 
@@ -204,6 +205,14 @@ class OverrunError(ReadbackError, RuntimeError):
 
 class CorruptTrailerError(ReadbackError, RuntimeError):
     """A slot's trailer did not match its readback: a bug or memory corruption."""
+
+
+class UnknownCountKindError(ReadbackError, RuntimeError):
+    """The pack kernel did not know the count's kind (its images are older than the library's
+    count types): it read no count and copied nothing. A bug of the build."""
+
+    kind: int
+    """The kind value the kernel was given."""
 
 
 class SizedCopyUnavailableError(ReadbackError, RuntimeError):

@@ -150,6 +150,9 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         ),
         Error::Overrun { seq } => make(py, "OverrunError", msg, facts!["seq" => seq]),
         Error::CorruptTrailer { .. } => make(py, "CorruptTrailerError", msg, &[]),
+        Error::UnknownCountKind { kind } => {
+            make(py, "UnknownCountKindError", msg, facts!["kind" => kind])
+        }
         Error::SizedCopyUnavailable { .. } => make(py, "SizedCopyUnavailableError", msg, &[]),
         _ => make(py, "ReadbackError", msg, &[]),
     }

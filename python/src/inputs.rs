@@ -20,15 +20,35 @@ fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
             a.shape
         )));
     }
-    match (a.kind, a.itemsize) {
-        (b'i', 4) => Ok(CountKind::I32),
-        (b'i', 8) => Ok(CountKind::I64),
-        (b'u', 4) => Ok(CountKind::U32),
-        (b'u', 8) => Ok(CountKind::U64),
-        _ => Err(PyValueError::new_err(format!(
-            "the count must be int32, int64, uint32 or uint64, not {}",
-            a.type_name()
-        ))),
+    let signed = match a.kind {
+        b'i' => Some(true),
+        b'u' => Some(false),
+        _ => None,
+    };
+    CountKind::ALL
+        .into_iter()
+        .find(|k| Some(k.is_signed()) == signed && k.size() == a.itemsize)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the count must be {}, not {}",
+                numpy_names(),
+                a.type_name()
+            ))
+        })
+}
+
+/// A count kind's numpy dtype name (`int32`, `uint64`, ...), from its width and signedness.
+fn numpy_name(k: CountKind) -> String {
+    let sign = if k.is_signed() { "" } else { "u" };
+    format!("{sign}int{}", 8 * k.size())
+}
+
+/// Every count kind's numpy name, in words: "int32, uint32, int64 or uint64".
+fn numpy_names() -> String {
+    let names: Vec<String> = CountKind::ALL.into_iter().map(numpy_name).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
     }
 }
 
@@ -196,15 +216,15 @@ pub(crate) fn inputs(
     Ok(inp)
 }
 
-/// A count kind by its Python name: `"int32"`, `"int64"`, `"uint32"` or `"uint64"`.
+/// A count kind by its numpy name (`"int32"`, `"uint64"`, ...: the count types' table).
 pub(crate) fn count_kind_named(name: &str) -> PyResult<CountKind> {
-    match name {
-        "int32" => Ok(CountKind::I32),
-        "int64" => Ok(CountKind::I64),
-        "uint32" => Ok(CountKind::U32),
-        "uint64" => Ok(CountKind::U64),
-        k => Err(PyValueError::new_err(format!(
-            "count_kind must be int32, int64, uint32 or uint64, not {k:?}"
-        ))),
-    }
+    CountKind::ALL
+        .into_iter()
+        .find(|&k| numpy_name(k) == name)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "count_kind must be {}, not {name:?}",
+                numpy_names()
+            ))
+        })
 }

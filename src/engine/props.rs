@@ -152,12 +152,16 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // Trailer decoding
 
-const KINDS: [CountKind; 4] = [
-    CountKind::I32,
-    CountKind::U32,
-    CountKind::I64,
-    CountKind::U64,
-];
+/// The count a kind's `size()` bytes hold when their bit pattern is the low bytes of `bits`:
+/// sign-extended for a signed kind, from the table's width and signedness alone.
+fn stored_value(kind: CountKind, bits: u64) -> i128 {
+    let shift = 64 - 8 * kind.size() as u32;
+    if kind.is_signed() {
+        (((bits << shift) as i64) >> shift) as i128
+    } else {
+        ((bits << shift) >> shift) as i128
+    }
+}
 
 fn arb_trailer() -> impl Strategy<Value = Trailer> {
     let status = prop_oneof![
@@ -165,6 +169,7 @@ fn arb_trailer() -> impl Strategy<Value = Trailer> {
         Just(abi::SRB_STATUS_NEGATIVE),
         Just(abi::SRB_STATUS_OVER_CAPACITY),
         Just(abi::SRB_STATUS_OVER_SOURCE),
+        Just(abi::SRB_STATUS_BAD_COUNT_KIND),
         0u32..8,
         any::<u32>(),
     ];
@@ -185,26 +190,12 @@ fn arb_trailer() -> impl Strategy<Value = Trailer> {
 /// writes for a count stored as `kind` with the bit pattern `bits`, a slot of `capacity` and
 /// sources of `lens` elements: a model of the device side.
 fn kernel_trailer(kind: CountKind, bits: u64, capacity: u64, lens: &[u64], seq: u64) -> Trailer {
-    let (raw, n, mut status) = match kind {
-        CountKind::I32 => {
-            let v = bits as u32 as i32 as i64;
-            (
-                v as u64,
-                v.max(0) as u64,
-                if v < 0 { abi::SRB_STATUS_NEGATIVE } else { 0 },
-            )
-        }
-        CountKind::U32 => (bits as u32 as u64, bits as u32 as u64, 0),
-        CountKind::I64 => {
-            let v = bits as i64;
-            (
-                v as u64,
-                v.max(0) as u64,
-                if v < 0 { abi::SRB_STATUS_NEGATIVE } else { 0 },
-            )
-        }
-        CountKind::U64 => (bits, bits, 0),
-    };
+    let v = stored_value(kind, bits);
+    let (raw, n, mut status) = (
+        v as u64,
+        v.max(0) as u64,
+        if v < 0 { abi::SRB_STATUS_NEGATIVE } else { 0 },
+    );
     if status == 0 && n > capacity {
         status = abi::SRB_STATUS_OVER_CAPACITY;
     }
@@ -232,7 +223,7 @@ proptest! {
         t in arb_trailer(),
         expected in 0u64..8,
         slot in 0usize..16,
-        kind in prop::sample::select(KINDS.to_vec()),
+        kind in prop::sample::select(CountKind::ALL.to_vec()),
         capacity in prop_oneof![1usize..100, Just(usize::MAX)],
         lens in prop::collection::vec(prop_oneof![0usize..100, any::<usize>()], 0..4),
     ) {
@@ -257,6 +248,11 @@ proptest! {
                 prop_assert!(t.status & abi::SRB_STATUS_NEGATIVE != 0
                     || (t.status == 0 && kind.is_signed()));
             }
+            Err(Error::UnknownCountKind { kind: k }) => {
+                prop_assert!(seq_ok);
+                prop_assert_eq!(t.status, abi::SRB_STATUS_BAD_COUNT_KIND);
+                prop_assert_eq!((k as u64, t.count_copied), (t.count_raw, 0));
+            }
             Err(Error::CountExceedsCapacity { count, capacity: c }) => {
                 prop_assert!(seq_ok);
                 prop_assert_eq!((count, c), (t.count_raw, capacity));
@@ -278,11 +274,15 @@ proptest! {
         if !seq_ok {
             prop_assert!(corrupt);
         }
-        // Each status bit alone on an otherwise valid trailer maps to its error.
+        // Each status bit alone on an otherwise valid trailer maps to its error (a negative
+        // count that is no value of its kind, or an unknown kind with rows copied or a kind
+        // past u32, are corrupt).
+        let is_corrupt = |e: &crate::Result<usize>| matches!(e, Err(Error::CorruptTrailer { .. }));
         for (bit, name) in [
             (abi::SRB_STATUS_NEGATIVE, "negative"),
             (abi::SRB_STATUS_OVER_CAPACITY, "capacity"),
             (abi::SRB_STATUS_OVER_SOURCE, "source"),
+            (abi::SRB_STATUS_BAD_COUNT_KIND, "kind"),
         ] {
             let mut u = t;
             u.seq = expected;
@@ -290,7 +290,10 @@ proptest! {
             u.status = bit;
             let e = decode_trailer(&u, expected, slot, kind, capacity, &lens);
             let ok = match name {
+                "negative" if kind.signed_value(u.count_raw) as u64 != u.count_raw => is_corrupt(&e),
                 "negative" => matches!(e, Err(Error::NegativeCount { .. })),
+                "kind" if u.count_copied != 0 || u.count_raw > u32::MAX as u64 => is_corrupt(&e),
+                "kind" => matches!(e, Err(Error::UnknownCountKind { .. })),
                 "capacity" => matches!(e, Err(Error::CountExceedsCapacity { .. })),
                 _ => matches!(e, Err(Error::CountExceedsSource { .. })),
             };
@@ -301,7 +304,7 @@ proptest! {
     /// What the kernel writes for a count decodes to the outcome the count deserves.
     #[test]
     fn kernel_trailers_decode_to_the_right_outcome(
-        kind in prop::sample::select(KINDS.to_vec()),
+        kind in prop::sample::select(CountKind::ALL.to_vec()),
         bits in prop_oneof![0u64..300, any::<u64>(), (0u64..300).prop_map(|v| v.wrapping_neg())],
         capacity in 1usize..300,
         lens in prop::collection::vec(0usize..400, 1..=MAX_COLUMNS),
@@ -310,12 +313,7 @@ proptest! {
         let lens64: Vec<u64> = lens.iter().map(|&l| l as u64).collect();
         let t = kernel_trailer(kind, bits, capacity as u64, &lens64, seq);
         let r = decode_trailer(&t, seq, 0, kind, capacity, &lens);
-        let value: i128 = match kind {
-            CountKind::I32 => bits as u32 as i32 as i128,
-            CountKind::U32 => bits as u32 as i128,
-            CountKind::I64 => bits as i64 as i128,
-            CountKind::U64 => bits as i128,
-        };
+        let value = stored_value(kind, bits);
         if value < 0 {
             let neg = matches!(r, Err(Error::NegativeCount { count }) if count as i128 == value);
             prop_assert!(neg, "{:?}", r.map_err(|e| e.to_string()));

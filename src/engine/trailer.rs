@@ -114,15 +114,11 @@ pub(crate) fn decode_buckets(
         Fill::Pack { kind, .. } => {
             let bucket = table.bad_bucket as usize;
             let count = |b: usize| table.counts.get(b).copied().unwrap_or(0);
+            if t.status & abi::SRB_STATUS_BAD_COUNT_KIND != 0 {
+                return unknown_kind(t, corrupt);
+            }
             if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
-                let raw = count(bucket);
-                return Err(Error::NegativeCount {
-                    count: if kind == CountKind::I32 {
-                        raw as i64 as i32 as i64
-                    } else {
-                        raw as i64
-                    },
-                });
+                return Err(negative(kind, count(bucket), corrupt));
             }
             if t.status & abi::SRB_STATUS_OVER_CAPACITY != 0 {
                 return Err(Error::BucketOverCapacity {
@@ -191,6 +187,28 @@ pub(crate) fn decode_buckets(
     }
 }
 
+/// A negative count of `kind` as the kernel widened it (`raw`), or `corrupt` when `raw` is
+/// not a value of the kind sign-extended from its width (the table's width and signedness).
+fn negative(kind: CountKind, raw: u64, corrupt: impl Fn() -> Error) -> Error {
+    let count = kind.signed_value(raw);
+    if count as u64 == raw {
+        Error::NegativeCount { count }
+    } else {
+        corrupt()
+    }
+}
+
+/// A pack's report of a count kind its kernel does not know: the kind is in `count_raw`, and
+/// nothing was copied (else the trailer is `corrupt`).
+fn unknown_kind<T>(t: &Trailer, corrupt: impl Fn() -> Error) -> Result<T> {
+    match u32::try_from(t.count_raw) {
+        Ok(kind) if t.status == abi::SRB_STATUS_BAD_COUNT_KIND && t.count_copied == 0 => {
+            Err(Error::UnknownCountKind { kind })
+        }
+        _ => Err(corrupt()),
+    }
+}
+
 fn misuse(columns: &[usize]) -> Error {
     Error::AppendMisuse {
         columns: columns.len(),
@@ -226,10 +244,11 @@ pub(crate) fn decode(
     match *fill {
         Fill::Pack { kind, lens } => {
             let source_lens = lens.as_slice();
+            if t.status & abi::SRB_STATUS_BAD_COUNT_KIND != 0 {
+                return unknown_kind(t, corrupt);
+            }
             if t.status & abi::SRB_STATUS_NEGATIVE != 0 {
-                return Err(Error::NegativeCount {
-                    count: count as i64,
-                });
+                return Err(negative(kind, count, corrupt));
             }
             if t.status & abi::SRB_STATUS_OVER_CAPACITY != 0 {
                 return Err(Error::CountExceedsCapacity { count, capacity });
@@ -382,6 +401,60 @@ mod tests {
         assert!(decode(&mismatch, 7, 0, 8, p).is_err());
         let too_big = trailer(9, 9, 0, 7);
         assert!(decode(&too_big, 7, 0, 8, pack(CountKind::I32, &[9])).is_err());
+    }
+
+    /// The kernel's report of a kind it does not know (its trailer's count is the kind) is
+    /// the typed error, for a pack and a bucket pack; with rows copied it is corrupt.
+    #[test]
+    fn an_unknown_count_kind_on_the_device_is_its_own_error() {
+        let p = pack(CountKind::U64, &[8]);
+        let t = trailer(9, 0, abi::SRB_STATUS_BAD_COUNT_KIND, 3);
+        assert!(matches!(
+            decode(&t, 3, 0, 8, p),
+            Err(Error::UnknownCountKind { kind: 9 })
+        ));
+        assert!(matches!(
+            decode_buckets(&t, &table(&[9, 9]), 3, 0, 8, p),
+            Err(Error::UnknownCountKind { kind: 9 })
+        ));
+        let copied = trailer(9, 1, abi::SRB_STATUS_BAD_COUNT_KIND, 3);
+        assert!(matches!(
+            decode(&copied, 3, 0, 8, p),
+            Err(Error::CorruptTrailer { .. })
+        ));
+        let wide = trailer(1 << 32, 0, abi::SRB_STATUS_BAD_COUNT_KIND, 3);
+        assert!(matches!(
+            decode(&wide, 3, 0, 8, p),
+            Err(Error::CorruptTrailer { .. })
+        ));
+    }
+
+    /// A negative count is the kind's value sign-extended from the kind's width (the table's),
+    /// for every signed kind and both packs; bits that are no such value are corrupt.
+    #[test]
+    fn negative_counts_take_the_width_and_sign_of_their_kind() {
+        let neg = |raw: u64| trailer(raw, 0, abi::SRB_STATUS_NEGATIVE, 2);
+        for kind in CountKind::ALL.into_iter().filter(|k| k.is_signed()) {
+            let p = pack(kind, &[8]);
+            assert!(matches!(
+                decode(&neg((-5i64) as u64), 2, 0, 8, p),
+                Err(Error::NegativeCount { count: -5 })
+            ));
+            let mut t = table(&[1, (-5i64) as u64]);
+            t.bad_bucket = 1;
+            assert!(matches!(
+                decode_buckets(&neg(0), &t, 2, 0, 8, p),
+                Err(Error::NegativeCount { count: -5 })
+            ));
+        }
+        // -5 as 32 bits, not widened: no i32 the kernel would write, nor an i64 below zero.
+        let narrow = neg(0xFFFF_FFFB);
+        assert!(matches!(
+            decode(&narrow, 2, 0, 8, pack(CountKind::I32, &[8])),
+            Err(Error::CorruptTrailer { .. })
+        ));
+        assert_eq!(CountKind::I32.signed_value(0xFFFF_FFFB), -5);
+        assert_eq!(CountKind::I64.signed_value(0xFFFF_FFFB), 0xFFFF_FFFB);
     }
 
     fn table(counts: &[u64]) -> BucketTable {

@@ -8,13 +8,16 @@
 //! - [`seed`]: the seed program, ported onto this crate;
 //! - [`DeviceBuffer`], [`PinnedBuffer`], [`upload`] and [`decode_pack_trailer`]: raw memory and host logic that
 //!   tests reach without a public API;
+//! - [`pack_with_count_kind`]: the pack kernel given a count kind no host check saw;
 //! - [`BareSizedCopy`]: the staged transport's sized-copy graph without the readback engine,
 //!   the comparison harness's floor for the sized staged readback.
 mod bare_sized_copy;
 pub mod pattern;
+mod raw_kind;
 pub mod seed;
 
 pub use bare_sized_copy::BareSizedCopy;
+pub use raw_kind::pack_with_count_kind;
 
 use crate::error::Result;
 use crate::raw::{buffer, driver, images, module};

@@ -13,6 +13,7 @@
 mod append;
 mod auto;
 mod buckets;
+mod count_kinds;
 mod embedding;
 mod info;
 mod kernel_image;
@@ -26,6 +27,7 @@ use test_support::Test;
 /// Every test of the binary, subject by subject.
 const SUBJECTS: &[&[Test]] = &[
     pack::TESTS,
+    count_kinds::TESTS,
     seed::TESTS,
     kernel_image::TESTS,
     append::TESTS,

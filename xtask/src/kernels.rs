@@ -2,7 +2,7 @@
 //! assembled by CUDA 12.0's ptxas (`ptxas`), and the append docs' user kernel compiled by NVRTC
 //! (`user-kernel`). The only place that runs NVRTC or bindgen: the library's build runs no tool,
 //! so a dependent needs neither a CUDA toolkit nor libclang.
-use crate::{bindings, images, manifest, nvrtc, toolchain};
+use crate::{bindings, count_kinds, images, manifest, nvrtc, toolchain};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::fs;
@@ -25,8 +25,9 @@ fn load_nvrtcs(root: &Path) -> Result<(nvrtc::Nvrtc, nvrtc::Nvrtc)> {
     Ok((a, b))
 }
 
-/// Every generated file, path → bytes.
-fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
+/// Every generated file, path → bytes, compiled from the sources as they are on disk;
+/// `sources` are the count kinds' files (already written, unless checking).
+fn generate(root: &Path, sources: &BTreeMap<String, Vec<u8>>) -> Result<BTreeMap<String, Vec<u8>>> {
     let (nv0, nv8) = load_nvrtcs(root)?;
     let mut m = manifest::Manifest::default();
     for pin in [&toolchain::NVRTC_12_0, &toolchain::NVRTC_12_8] {
@@ -58,6 +59,9 @@ fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
         "bindgen".into(),
     ));
     files.insert(bindings::OUTPUT.into(), abi.into_bytes());
+    let rust = &sources[count_kinds::RUST];
+    m.outputs
+        .push((count_kinds::RUST.into(), rust.clone(), "xtask".into()));
     let table = images::table().into_bytes();
     m.outputs
         .push((images::TABLE.into(), table.clone(), "xtask".into()));
@@ -67,6 +71,7 @@ fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
         m.inputs.push((path, bytes));
     }
     files.insert(manifest::PATH.into(), m.render().into_bytes());
+    files.extend(sources.clone());
     Ok(files)
 }
 
@@ -95,7 +100,15 @@ fn inputs(root: &Path) -> Result<Vec<String>> {
 
 /// Regenerates the committed files, or with `check` fails unless each is byte-identical.
 pub fn regen(root: &Path, check: bool) -> Result<()> {
-    let files = generate(root)?;
+    // The count kinds' files first: the kernels include csrc/count_kinds.inc and slot.h, and
+    // bindgen reads slot.h, so they must be current on disk before anything compiles.
+    let sources = count_kinds::generate(root)?;
+    if !check {
+        for (path, bytes) in &sources {
+            fs::write(root.join(path), bytes)?;
+        }
+    }
+    let files = generate(root, &sources)?;
     let committed = committed_images(root)?;
     if check {
         let mut stale = Vec::new();
@@ -111,7 +124,7 @@ pub fn regen(root: &Path, check: bool) -> Result<()> {
         }
         if !stale.is_empty() {
             bail!(
-                "the committed kernel images or bindings are stale; run `cargo xtask regen`:\n  {}",
+                "the committed kernel images, bindings or count kinds' files are stale; run `cargo xtask regen`:\n  {}",
                 stale.join("\n  ")
             );
         }

@@ -9,6 +9,7 @@
 mod bindings;
 mod ci;
 mod cmd;
+mod count_kinds;
 mod cycles;
 mod dependent;
 mod dev_env;
@@ -121,9 +122,11 @@ enum Task {
         #[arg(long)]
         benches: bool,
     },
-    /// Regenerate the committed kernel images, the slot bindings and kernels/MANIFEST
+    /// Regenerate the count kinds' files, the committed kernel images, the slot bindings and
+    /// kernels/MANIFEST
     ///
-    /// NVRTC 12.0 and 12.8 from PyPI; bindgen (libclang).
+    /// The count kinds from their table (xtask/src/count_kinds.rs); NVRTC 12.0 and 12.8 from
+    /// PyPI; bindgen (libclang).
     Regen {
         /// Regenerate into memory and fail unless every committed file is byte-identical.
         #[arg(long)]

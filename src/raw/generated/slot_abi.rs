@@ -8,9 +8,13 @@ pub const SRB_PACK_THREADS: u32 = 256;
 pub const SRB_BYTES_PER_BLOCK: u32 = 4096;
 pub const SRB_MAX_BUCKETS: u32 = 256;
 pub const SRB_TRAILER_MAGIC: u32 = 826430035;
+/// int32_t, as in the seed program (`int* d_size`).
 pub const SRB_COUNT_I32: srb_count_kind = 0;
+/// uint32_t.
 pub const SRB_COUNT_U32: srb_count_kind = 1;
+/// int64_t.
 pub const SRB_COUNT_I64: srb_count_kind = 2;
+/// uint64_t.
 pub const SRB_COUNT_U64: srb_count_kind = 3;
 /// How the device-resident count is stored.
 pub type srb_count_kind = ::std::os::raw::c_uint;
@@ -35,6 +39,10 @@ pub const SRB_STATUS_BAD_BUCKET: srb_status = 64;
 /** Bucket pack: a bucket's range [offset, offset + count) runs past its source, or into the
 next bucket's (offsets must rise). Nothing was copied; bad_bucket names the bucket.*/
 pub const SRB_STATUS_BAD_OFFSETS: srb_status = 128;
+/** Pack: the parameters' count_kind is no srb_count_kind these kernels know (a host whose
+count kinds are newer than the kernel images). Nothing was read or copied; count_raw
+holds the kind.*/
+pub const SRB_STATUS_BAD_COUNT_KIND: srb_status = 256;
 /// Status bits in srb_trailer.status.
 pub type srb_status = ::std::os::raw::c_uint;
 /// The header at the end of every slot (32 bytes, 16-byte aligned).

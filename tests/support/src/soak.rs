@@ -181,22 +181,16 @@ pub enum Expected {
 /// What the pack kernel must report for the count `value` (stored as `kind`), a slot of
 /// `capacity` and a source of `source_len` elements: the host reference.
 pub fn expected(kind: CountKind, value: i64, capacity: usize, source_len: usize) -> Expected {
-    let n: u64 = match kind {
-        CountKind::I32 => {
-            let v = value as i32;
-            if v < 0 {
-                return Expected::Negative(v as i64);
-            }
-            v as u64
+    // The kind's size() low bytes of `value`, read as the kind's signedness says.
+    let shift = 64 - 8 * kind.size() as u32;
+    let n: u64 = if kind.is_signed() {
+        let v = (value << shift) >> shift;
+        if v < 0 {
+            return Expected::Negative(v);
         }
-        CountKind::I64 => {
-            if value < 0 {
-                return Expected::Negative(value);
-            }
-            value as u64
-        }
-        CountKind::U32 => value as u32 as u64,
-        CountKind::U64 => value as u64,
+        v as u64
+    } else {
+        ((value as u64) << shift) >> shift
     };
     if n > capacity as u64 {
         Expected::OverCapacity(n, capacity)
@@ -388,7 +382,8 @@ impl<T: Element> Lane<T> {
             CountKind::I32 => self.rb.enqueue(stream, &view, &c.i32.slice(j..j + 1)),
             CountKind::U32 => self.rb.enqueue(stream, &view, &c.u32.slice(j..j + 1)),
             CountKind::I64 => self.rb.enqueue(stream, &view, &c.i64.slice(j..j + 1)),
-            CountKind::U64 => self.rb.enqueue(stream, &view, &c.u64.slice(j..j + 1)),
+            // U64: the soak picks the four kinds above, none other.
+            _ => self.rb.enqueue(stream, &view, &c.u64.slice(j..j + 1)),
         };
         let ticket = match ticket {
             Ok(t) => t,

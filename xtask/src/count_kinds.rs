@@ -1,0 +1,385 @@
+//! The count types: the one table of them ([`TABLE`]), and every file or region of a file that
+//! must agree with it, made from it by `cargo xtask regen` (and compared by `regen --check`):
+//!
+//! - `include/sized_readback/slot.h`: `enum srb_count_kind` (C, CUDA, and through bindgen the
+//!   crate's `SRB_COUNT_*`); the C API's header includes it;
+//! - `csrc/count_kinds.inc`: the pack kernels' cases over the kinds, one per type, with its
+//!   C type and signedness;
+//! - `src/raw/generated/count_kinds.rs`: the crate's `CountKind` (sizes, signedness, names,
+//!   the C values both ways) and the `CountType` impls;
+//! - `capi/fortran/sized_readback.f90`: the `SRB_COUNT_*` constants;
+//! - `python/sized_readback/_native.pyi`: `CountDtype`, the count dtypes by numpy name.
+//!
+//! Everything else (a C type, a numpy name, a Fortran kind) is derived from a row's width and
+//! signedness, so adding a count type is one row here and `cargo xtask regen`
+//! (docs/count-types.md walks it).
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// One count type.
+pub struct CountKind {
+    /// Its `srb_count_kind` value: never reused, never renumbered (C and Fortran callers pass
+    /// it as an int).
+    pub value: u32,
+    /// Bits of one count: 8, 16, 32 or 64.
+    pub bits: u32,
+    pub signed: bool,
+    /// What the docs add to the type's name (may be empty).
+    pub note: &'static str,
+}
+
+/// The count types, in the order of their values: one row each.
+#[rustfmt::skip]
+pub const TABLE: &[CountKind] = &[
+    CountKind { value: 0, bits: 32, signed: true, note: "as in the seed program (`int* d_size`)" },
+    CountKind { value: 1, bits: 32, signed: false, note: "" },
+    CountKind { value: 2, bits: 64, signed: true, note: "" },
+    CountKind { value: 3, bits: 64, signed: false, note: "" },
+];
+
+/// Where the table lives, for the generated files' "do not edit" lines.
+const SOURCE: &str = "xtask/src/count_kinds.rs";
+
+impl CountKind {
+    /// The Rust primitive, `i32`.
+    fn rust(&self) -> String {
+        format!("{}{}", if self.signed { 'i' } else { 'u' }, self.bits)
+    }
+    /// The variant of `CountKind`, `I32`.
+    fn variant(&self) -> String {
+        self.rust().to_uppercase()
+    }
+    /// The C enumerator, `SRB_COUNT_I32`.
+    fn c_name(&self) -> String {
+        format!("SRB_COUNT_{}", self.variant())
+    }
+    /// The C type, `int32_t`.
+    fn c_type(&self) -> String {
+        format!("{}int{}_t", if self.signed { "" } else { "u" }, self.bits)
+    }
+    /// The numpy dtype name, `int32`.
+    fn numpy(&self) -> String {
+        format!("{}int{}", if self.signed { "" } else { "u" }, self.bits)
+    }
+    fn bytes(&self) -> u32 {
+        self.bits / 8
+    }
+    /// "int32_t, as in ..." for C docs, "`i32`, as in ..." for Rust's.
+    fn doc(&self, name: &str) -> String {
+        if self.note.is_empty() {
+            format!("{name}.")
+        } else {
+            format!("{name}, {}.", self.note)
+        }
+    }
+}
+
+/// The table's own invariants: values 0, 1, 2, ... in order, each type once, widths the
+/// kernels and every binding can hold.
+pub fn check_table() -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, k) in TABLE.iter().enumerate() {
+        if k.value as usize != i {
+            bail!(
+                "{SOURCE}: row {i} has value {}; values run 0, 1, 2, ... in order",
+                k.value
+            );
+        }
+        if ![8, 16, 32, 64].contains(&k.bits) {
+            bail!(
+                "{SOURCE}: row {i} has {} bits; counts are 8, 16, 32 or 64 bits",
+                k.bits
+            );
+        }
+        if !seen.insert(k.rust()) {
+            bail!("{SOURCE}: {} appears twice", k.rust());
+        }
+    }
+    Ok(())
+}
+
+/// Every file the table makes, path → bytes. Regions are spliced into the files as they are
+/// now under `root`.
+pub fn generate(root: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
+    check_table()?;
+    let mut files = BTreeMap::new();
+    for (path, text) in [(KERNEL_CASES, kernel_cases()), (RUST, rust())] {
+        files.insert(path.to_string(), text.into_bytes());
+    }
+    for (path, region, comment) in [
+        (SLOT_H, c_enum(), "/*"),
+        (FORTRAN, fortran(), "!"),
+        (PYI, pyi(), "#"),
+    ] {
+        let now = fs::read_to_string(root.join(path)).with_context(|| format!("reading {path}"))?;
+        files.insert(
+            path.to_string(),
+            splice(path, &now, comment, &region)?.into_bytes(),
+        );
+    }
+    Ok(files)
+}
+
+pub const KERNEL_CASES: &str = "csrc/count_kinds.inc";
+pub const RUST: &str = "src/raw/generated/count_kinds.rs";
+pub const SLOT_H: &str = "include/sized_readback/slot.h";
+const FORTRAN: &str = "capi/fortran/sized_readback.f90";
+const PYI: &str = "python/sized_readback/_native.pyi";
+
+/// The line that opens a generated region in a file of `comment` comments.
+fn begin(comment: &str) -> String {
+    let line = format!("BEGIN generated by `cargo xtask regen` from {SOURCE}: do not edit.");
+    match comment {
+        "/*" => format!("/* {line} */"),
+        c => format!("{c} {line}"),
+    }
+}
+
+fn end(comment: &str) -> String {
+    match comment {
+        "/*" => "/* END generated */".into(),
+        c => format!("{c} END generated"),
+    }
+}
+
+/// `text` with its one generated region (the lines between the begin and end lines, which
+/// keep their indentation) replaced by `region`, indented as the begin line is.
+fn splice(path: &str, text: &str, comment: &str, region: &str) -> Result<String> {
+    let (b, e) = (begin(comment), end(comment));
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let find = |marker: &str| -> Result<usize> {
+        let at: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].trim() == marker)
+            .collect();
+        match at[..] {
+            [i] => Ok(i),
+            _ => bail!("{path}: expected one line `{marker}`, found {}", at.len()),
+        }
+    };
+    let (first, last) = (find(&b)?, find(&e)?);
+    if last < first {
+        bail!("{path}: the generated region ends before it begins");
+    }
+    let indent = &lines[first][..lines[first].len() - lines[first].trim_start().len()];
+    let mut out: String = lines[..=first].concat();
+    for l in region.lines() {
+        if l.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(indent);
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out.push_str(&lines[last..].concat());
+    Ok(out)
+}
+
+/// `enum srb_count_kind`, for slot.h.
+fn c_enum() -> String {
+    let mut s =
+        String::from("/** How the device-resident count is stored. */\nenum srb_count_kind {\n");
+    let n = TABLE.len();
+    for (i, k) in TABLE.iter().enumerate() {
+        s.push_str(&format!("    /** {} */\n", k.doc(&k.c_type())));
+        let comma = if i + 1 < n { "," } else { "" };
+        s.push_str(&format!("    {} = {}{comma}\n", k.c_name(), k.value));
+    }
+    s.push_str("};\n");
+    s
+}
+
+/// The kernels' cases: `SRB_COUNT_CASE(kind, C type, signed)` once per row, for pack.cu to
+/// expand into its switch.
+fn kernel_cases() -> String {
+    let mut s = format!(
+        "// Generated by `cargo xtask regen` from {SOURCE}: do not edit.\n\
+         // The count kinds as SRB_COUNT_CASE(enumerator, C type, signed): pack.cu defines the\n\
+         // macro, includes this file inside its switch over srb_count_kind, and undefines it.\n"
+    );
+    for k in TABLE {
+        s.push_str(&format!(
+            "SRB_COUNT_CASE({}, {}, {})\n",
+            k.c_name(),
+            k.c_type(),
+            k.signed
+        ));
+    }
+    s
+}
+
+/// `CountKind` and the `CountType` impls, included by src/element.rs.
+fn rust() -> String {
+    let n = TABLE.len();
+    let arms = |f: &dyn Fn(&CountKind) -> String| -> String {
+        TABLE
+            .iter()
+            .map(|k| format!("            CountKind::{} => {},\n", k.variant(), f(k)))
+            .collect()
+    };
+    let mut s = format!(
+        "// @generated by `cargo xtask regen` from {SOURCE}. Do not edit.\n\
+         // Included by src/element.rs: one variant and one `CountType` impl per row of the table.\n\
+         \n\
+         /// How a device-resident count is stored.\n\
+         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]\n\
+         pub enum CountKind {{\n"
+    );
+    for k in TABLE {
+        s.push_str(&format!(
+            "    /// {}\n    {},\n",
+            k.doc(&format!("`{}`", k.rust())),
+            k.variant()
+        ));
+    }
+    s.push_str("}\n\nimpl CountKind {\n");
+    s.push_str("    /// Every count kind, in the order of their C values (`SRB_COUNT_*`).\n");
+    s.push_str(&format!("    pub const ALL: [CountKind; {n}] = [\n"));
+    for k in TABLE {
+        s.push_str(&format!("        CountKind::{},\n", k.variant()));
+    }
+    s.push_str("    ];\n\n");
+    s.push_str("    /// Bytes of one count (also its required alignment).\n");
+    s.push_str("    pub const fn size(self) -> usize {\n        match self {\n");
+    s.push_str(&arms(&|k| k.bytes().to_string()));
+    s.push_str("        }\n    }\n\n");
+    s.push_str("    /// Whether the count type is signed (so a negative count is an error).\n");
+    s.push_str("    pub const fn is_signed(self) -> bool {\n        match self {\n");
+    s.push_str(&arms(&|k| k.signed.to_string()));
+    s.push_str("        }\n    }\n\n");
+    s.push_str("    /// The Rust name of the count type (`\"i32\"`, ...).\n");
+    s.push_str("    pub const fn name(self) -> &'static str {\n        match self {\n");
+    s.push_str(&arms(&|k| format!("\"{}\"", k.rust())));
+    s.push_str("        }\n    }\n\n");
+    s.push_str("    /// Its `srb_count_kind` value.\n");
+    s.push_str("    pub(crate) const fn abi(self) -> u32 {\n        match self {\n");
+    s.push_str(&arms(&|k| format!("abi::{}", k.c_name())));
+    s.push_str("        }\n    }\n\n");
+    s.push_str(
+        "    /// The kind an `srb_count_kind` value names, if any (for the C API, through\n",
+    );
+    s.push_str("    /// `crate::__internal`).\n");
+    s.push_str("    #[cfg_attr(not(feature = \"__internal-api\"), allow(dead_code))]\n");
+    s.push_str("    pub(crate) const fn from_abi(value: u32) -> Option<CountKind> {\n        match value {\n");
+    for k in TABLE {
+        s.push_str(&format!(
+            "            abi::{} => Some(CountKind::{}),\n",
+            k.c_name(),
+            k.variant()
+        ));
+    }
+    s.push_str(
+        "            _ => None,\n        }\n    }\n}\n\nmod sealed {\n    pub trait Sealed {}\n",
+    );
+    for k in TABLE {
+        s.push_str(&format!("    impl Sealed for {} {{}}\n", k.rust()));
+    }
+    s.push_str("}\n");
+    for k in TABLE {
+        s.push_str(&format!(
+            "\nimpl CountType for {} {{\n    const KIND: CountKind = CountKind::{};\n}}\n",
+            k.rust(),
+            k.variant()
+        ));
+    }
+    // The table's width and signedness against the Rust primitive each row names.
+    s.push_str(
+        "\n#[cfg(test)]\nmod table_tests {\n    use super::*;\n\n    \
+         /// Each kind's size and signedness are its primitive's; its C value names it back.\n    \
+         #[test]\n    fn each_kind_is_its_primitive() {\n",
+    );
+    for k in TABLE {
+        let (t, v) = (k.rust(), k.variant());
+        s.push_str(&format!(
+            "        assert_eq!(CountKind::{v}.size(), std::mem::size_of::<{t}>());\n        \
+             assert_eq!(CountKind::{v}.is_signed(), {t}::MIN != 0);\n        \
+             assert_eq!(<{t} as CountType>::KIND, CountKind::{v});\n        \
+             assert_eq!(CountKind::from_abi(CountKind::{v}.abi()), Some(CountKind::{v}));\n"
+        ));
+    }
+    s.push_str(&format!(
+        "        assert_eq!(CountKind::from_abi({n}), None);\n    }}\n}}\n"
+    ));
+    s
+}
+
+/// The Fortran module's count kind constants.
+fn fortran() -> String {
+    TABLE
+        .iter()
+        .map(|k| {
+            // Fortran has no unsigned integers: an unsigned count is declared as the signed
+            // kind of its width, whose bits are the same.
+            let f = format!("integer(c_int{}_t)", k.bits);
+            let doc = k.doc(&format!("{}, {f} on the device", k.c_type()));
+            format!(
+                "!> Count kind: {doc}\ninteger(c_int), parameter, public :: {} = {}\n",
+                k.c_name(),
+                k.value
+            )
+        })
+        .collect()
+}
+
+/// The stub's `CountDtype`.
+fn pyi() -> String {
+    let names: Vec<String> = TABLE.iter().map(|k| format!("\"{}\"", k.numpy())).collect();
+    format!(
+        "CountDtype = Literal[{}]\n\"\"\"The dtypes a device-resident count may have, by numpy name.\"\"\"\n",
+        names.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_dense_and_its_names_derive_from_width_and_sign() {
+        check_table().unwrap();
+        let k = &TABLE[0];
+        assert_eq!(
+            (
+                k.rust(),
+                k.variant(),
+                k.c_name(),
+                k.c_type(),
+                k.numpy(),
+                k.bytes()
+            ),
+            (
+                "i32".into(),
+                "I32".into(),
+                "SRB_COUNT_I32".into(),
+                "int32_t".into(),
+                "int32".into(),
+                4
+            )
+        );
+        assert_eq!(TABLE[3].c_type(), "uint64_t");
+    }
+
+    /// The committed files agree with the table: what `regen --check` compares for them,
+    /// without NVRTC or libclang.
+    #[test]
+    fn the_committed_count_kind_files_are_current() {
+        let root = crate::cmd::root();
+        for (path, bytes) in generate(&root).unwrap() {
+            let now = fs::read(root.join(&path)).unwrap();
+            assert!(now == bytes, "{path} is stale: run `cargo xtask regen`");
+        }
+    }
+
+    #[test]
+    fn splice_replaces_only_the_region_and_keeps_its_indentation() {
+        let text = "a\n  ! BEGIN generated by `cargo xtask regen` from xtask/src/count_kinds.rs: do not edit.\n  old\n  ! END generated\nb\n";
+        let out = splice("f", text, "!", "x = 1\n\ny\n").unwrap();
+        assert_eq!(
+            out,
+            "a\n  ! BEGIN generated by `cargo xtask regen` from xtask/src/count_kinds.rs: do not edit.\n  x = 1\n\n  y\n  ! END generated\nb\n"
+        );
+        assert!(splice("f", "no markers\n", "!", "x\n").is_err());
+    }
+}
