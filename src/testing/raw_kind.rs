@@ -3,8 +3,9 @@
 //! [`CountKind`] is always a known kind) nor the C API (it refuses an unknown `count_kind`
 //! before any launch) can.
 use crate::element::CountKind;
-use crate::engine::slots::{self, PackTarget, SlotAt};
-use crate::engine::trailer::{self, Fill, Lens, Trailer};
+use crate::engine::pack_params::{self, PackTarget, SlotAt};
+use crate::engine::slots::Trailer;
+use crate::engine::trailer::{self, Fill, Lens};
 use crate::error::Result;
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
@@ -48,7 +49,7 @@ pub unsafe fn pack_with_count_kind(
     };
     let seq = 1;
     let sources = [ColumnSource { ptr: rows, len }];
-    let mut p = slots::pack_params(
+    let mut p = pack_params::pack_params(
         &layout,
         target,
         &sources,
