@@ -393,6 +393,15 @@ impl ColumnReadback {
         self.enqueue_on(|engine| unsafe { engine.enqueue_raw(stream, after, pack) })
     }
 
+    /// The transport of the slots the next enqueue tries first: the readback's, or under
+    /// [`Transport::Auto`] the set the count read back last chooses (the other set takes the
+    /// enqueue where every slot of that one is held).
+    pub fn next_transport(&self) -> Transport {
+        let sets = self.sets();
+        let (first, _) = sets.order(self.last_count.load(Ordering::Relaxed));
+        first.transport()
+    }
+
     /// Enqueues through `enqueue` on the set the last count chooses, or on the other set
     /// where every slot of that one is held.
     fn enqueue_on(

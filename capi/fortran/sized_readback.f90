@@ -126,6 +126,8 @@ module sized_readback
   integer(c_int), parameter, public :: SRB_FLAG_STAGED_WHOLE = 8
   !> With SRB_FLAG_STAGED: the copy's size follows the count (CUDA 12.8+ drivers), or an error.
   integer(c_int), parameter, public :: SRB_FLAG_STAGED_SIZED = 16
+  !> srb_create: mapped and staged slots, chosen per enqueue by the count read back last.
+  integer(c_int), parameter, public :: SRB_FLAG_AUTO = 32
   !> srb_staged_copy: mapped, nothing copied (or a null handle).
   integer(c_int), parameter, public :: SRB_COPY_NONE = 0
   !> srb_staged_copy: the staged transport copies the whole slot.

@@ -162,6 +162,13 @@
 // driver is older than CUDA 12.8 or the readback is an append or bucketed one.
 #define SRB_FLAG_STAGED_SIZED 16
 
+// `srb_create` flag: the auto transport (`Transport::Auto`): mapped slots, and staged slots
+// beside them where a count within the capacity can nearly fill a large slot; each enqueue
+// goes to the set the count read back last chooses (the thresholds: the Rust crate's
+// `sized_readback::auto`, measured in a committed run). Not with `SRB_FLAG_STAGED` or
+// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_WHOLE` or `_SIZED` choose the staged slots' copy.
+#define SRB_FLAG_AUTO 32
+
 // `srb_staged_copy`: the mapped transport, which copies nothing (or a null handle).
 #define SRB_COPY_NONE 0
 
@@ -241,8 +248,9 @@ int32_t srb_append_desc_graph(const struct srb_readback *rb, srb_append_desc *de
 // `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 // `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering), filled by
 // the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED` (with
-// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), or
-// `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
+// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), `SRB_FLAG_AUTO`
+// (mapped and staged slots, chosen per enqueue by the count read back last; the copy flags
+// then choose the staged slots' copy), or `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
 // the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 // with or without a GPU.
 //

@@ -30,6 +30,13 @@ pub const SRB_FLAG_STAGED_WHOLE: u32 = 8;
 /// driver is older than CUDA 12.8 or the readback is an append or bucketed one.
 pub const SRB_FLAG_STAGED_SIZED: u32 = 16;
 
+/// `srb_create` flag: the auto transport (`Transport::Auto`): mapped slots, and staged slots
+/// beside them where a count within the capacity can nearly fill a large slot; each enqueue
+/// goes to the set the count read back last chooses (the thresholds: the Rust crate's
+/// `sized_readback::auto`, measured in a committed run). Not with `SRB_FLAG_STAGED` or
+/// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_WHOLE` or `_SIZED` choose the staged slots' copy.
+pub const SRB_FLAG_AUTO: u32 = 32;
+
 /// Both copy flags of the staged transport.
 const STAGED_COPY: u32 = SRB_FLAG_STAGED_WHOLE | SRB_FLAG_STAGED_SIZED;
 
@@ -51,11 +58,17 @@ fn create_config(
     for &size in elem_sizes {
         schema.raw_column(size);
     }
+    if flags & SRB_FLAG_AUTO != 0 && flags & (SRB_FLAG_STAGED | SRB_FLAG_GRAPH) != 0 {
+        return Err(invalid_config(
+            "SRB_FLAG_AUTO chooses the transport per enqueue: not with SRB_FLAG_STAGED or \
+             SRB_FLAG_GRAPH",
+        ));
+    }
     let copy_flags = flags & (SRB_FLAG_STAGED_WHOLE | SRB_FLAG_STAGED_SIZED);
-    if copy_flags != 0 && flags & SRB_FLAG_STAGED == 0 {
+    if copy_flags != 0 && flags & (SRB_FLAG_STAGED | SRB_FLAG_AUTO) == 0 {
         return Err(invalid_config(
             "SRB_FLAG_STAGED_WHOLE and SRB_FLAG_STAGED_SIZED choose the staged transport's copy: \
-             they need SRB_FLAG_STAGED",
+             they need SRB_FLAG_STAGED or SRB_FLAG_AUTO",
         ));
     }
     let staged_copy = match copy_flags {
@@ -70,6 +83,8 @@ fn create_config(
     };
     let transport = if flags & SRB_FLAG_STAGED != 0 {
         Transport::Staged
+    } else if flags & SRB_FLAG_AUTO != 0 {
+        Transport::Auto
     } else {
         Transport::Mapped
     };
@@ -135,6 +150,7 @@ unsafe fn create_args(
             (SRB_FLAG_APPEND, "SRB_FLAG_APPEND"),
             (SRB_FLAG_STAGED_WHOLE, "SRB_FLAG_STAGED_WHOLE"),
             (SRB_FLAG_STAGED_SIZED, "SRB_FLAG_STAGED_SIZED"),
+            (SRB_FLAG_AUTO, "SRB_FLAG_AUTO"),
         ]
         .iter()
         .filter(|(f, _)| allowed & f != 0)
@@ -157,8 +173,9 @@ unsafe fn create_args(
 /// `num_columns` columns whose element sizes in bytes are `elem_sizes[0..num_columns]`, with
 /// `capacity` rows per slot and `slots` slots (at least 1; 2 for double buffering), filled by
 /// the pack kernel (`srb_enqueue`, `srb_record`). `flags`: 0, `SRB_FLAG_STAGED` (with
-/// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), or
-/// `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
+/// `SRB_FLAG_STAGED_WHOLE` or `SRB_FLAG_STAGED_SIZED` to choose its copy), `SRB_FLAG_AUTO`
+/// (mapped and staged slots, chosen per enqueue by the count read back last; the copy flags
+/// then choose the staged slots' copy), or `SRB_FLAG_GRAPH`. On success stores the handle in `*out`. The arguments are checked before
 /// the device is opened: a bad one gives `SRB_ERR_INVALID_ARGUMENT` or `SRB_ERR_INVALID_CONFIG`
 /// with or without a GPU.
 ///
@@ -188,7 +205,7 @@ pub unsafe extern "C" fn srb_create(
             create_args(
                 Flags {
                     function: "srb_create",
-                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | STAGED_COPY,
+                    allowed: SRB_FLAG_STAGED | SRB_FLAG_GRAPH | SRB_FLAG_AUTO | STAGED_COPY,
                     given: flags,
                 },
                 device,
@@ -422,6 +439,26 @@ mod tests {
             let (_, config) = create_config(16, 2, &[8], staged | flag).unwrap();
             assert_eq!(config.staged_copy, want);
         }
+        // The auto transport: alone or with a copy flag (its staged slots' copy), never with
+        // the staged or graph flag.
+        let auto = SRB_FLAG_AUTO;
+        let (_, config) = create_config(1 << 20, 2, &[8], auto).unwrap();
+        assert_eq!(config.transport, Transport::Auto);
+        let (_, config) = create_config(1 << 20, 2, &[8], auto | whole).unwrap();
+        assert_eq!(
+            (config.transport, config.staged_copy),
+            (Transport::Auto, StagedCopy::Whole)
+        );
+        assert_eq!(
+            config_error(16, 2, &[8], auto | staged),
+            bad,
+            "auto, staged"
+        );
+        assert_eq!(
+            config_error(16, 2, &[8], auto | SRB_FLAG_GRAPH),
+            bad,
+            "auto, graph"
+        );
     }
 
     /// An explicit sized copy where the readback cannot have one is its own code, found before
@@ -462,12 +499,17 @@ mod tests {
         assert_eq!(
             last_error(),
             "flags 0x4 include ones srb_create does not take (it takes SRB_FLAG_STAGED, \
-             SRB_FLAG_GRAPH, SRB_FLAG_STAGED_WHOLE, SRB_FLAG_STAGED_SIZED)"
+             SRB_FLAG_GRAPH, SRB_FLAG_STAGED_WHOLE, SRB_FLAG_STAGED_SIZED, SRB_FLAG_AUTO)"
         );
         assert!(out.is_null());
         // SAFETY: as above.
         let code =
             unsafe { srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), SRB_FLAG_APPEND, &mut out) };
+        assert_eq!(code, SRB_ERR_INVALID_ARGUMENT, "{}", last_error());
+        // The auto transport is srb_create's: appends have one slot set.
+        // SAFETY: as above.
+        let code =
+            unsafe { srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), SRB_FLAG_AUTO, &mut out) };
         assert_eq!(code, SRB_ERR_INVALID_ARGUMENT, "{}", last_error());
         // SAFETY: as above.
         let code = unsafe { srb_create_buckets(0, 4, 16, 8, 2, 1, sizes.as_ptr(), 0, &mut out) };

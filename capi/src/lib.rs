@@ -53,8 +53,8 @@ mod wait;
 pub use append::{srb_append_begin, srb_append_desc_graph, srb_append_end};
 pub use codes::*;
 pub use create::{
-    srb_create, srb_create_append, srb_create_buckets, SRB_FLAG_APPEND, SRB_FLAG_GRAPH,
-    SRB_FLAG_STAGED, SRB_FLAG_STAGED_SIZED, SRB_FLAG_STAGED_WHOLE,
+    srb_create, srb_create_append, srb_create_buckets, SRB_FLAG_APPEND, SRB_FLAG_AUTO,
+    SRB_FLAG_GRAPH, SRB_FLAG_STAGED, SRB_FLAG_STAGED_SIZED, SRB_FLAG_STAGED_WHOLE,
 };
 pub use data::{srb_bucket_data, srb_count, srb_data};
 pub use enqueue::{srb_enqueue, srb_enqueue_buckets};

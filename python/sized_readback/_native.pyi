@@ -46,11 +46,13 @@ class Readback:
     ``transport``: ``"mapped"`` (the pack writes exactly ``count`` rows into pinned host
     memory), ``"staged"`` (a device slot, then one copy: of the rows the count needs where the
     driver has CUDA 12.8 graph conditionals, else of the whole slot; ``staged_copy=``) or
-    ``"auto"``: a set
+    ``"auto"`` (the core's ``Transport::Auto``): a set
     of slots of each, an enqueue going staged when the last count read back filled at least
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
     (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
     the other has one, the enqueue takes the other. ``slots`` is per set under ``"auto"``.
+    The thresholds are the core's (``sized_readback::auto`` in Rust), measured in a
+    committed run, and alike in every binding.
 
     Raises ``ConfigError``/``TypeError`` for bad settings (checked before the device is
     opened), ``DriverNotFoundError`` without a CUDA driver, ``NoDeviceError`` without the device.
@@ -130,9 +132,10 @@ class Readback:
     def transport(self) -> str: ...
     @property
     def auto_staged_from(self) -> Optional[int]:
-        """``transport="auto"``: the count from which enqueues go staged; else None. Above
-        ``capacity``, no staged slots are allocated (``info["auto_staged_slots"]`` is 0)
-        until a ``grow`` brings it within reach."""
+        """``transport="auto"``: the count from which enqueues go staged; None for a fixed
+        transport, and where no count within ``capacity`` reaches the threshold (then no
+        staged slots are allocated, ``info["auto_staged_slots"]`` is 0, until a ``grow``
+        brings it within reach)."""
     @property
     def staged_copy(self) -> Optional[str]:
         """The staged transport's copy in use: ``"sized"`` (what the count needs, picked on

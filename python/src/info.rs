@@ -9,19 +9,31 @@ use pyo3::IntoPyObjectExt;
 use srb::{ReadbackInfo, StagedCopy, WaitMode};
 
 /// What `info` describes: the core's [`ReadbackInfo`], the device ordinal, and for a
-/// `transport="auto"` readback what the binding's second slot set adds.
+/// `transport="auto"` readback what its staged slot set adds.
 pub(crate) struct Facts {
     pub(crate) core: ReadbackInfo,
     pub(crate) device: i32,
     pub(crate) auto: Option<AutoFacts>,
 }
 
-/// `transport="auto"`: its staged slot set (see `auto.rs`).
+/// `transport="auto"`: its staged slot set (the core's `Transport::Auto`).
 pub(crate) struct AutoFacts {
     /// The staged set's copy; `None` while no staged slots are allocated.
     pub(crate) staged_copy: Option<StagedCopy>,
     /// Staged slots allocated (0 while the threshold is beyond the capacity).
     pub(crate) staged_slots: usize,
+}
+
+impl AutoFacts {
+    /// What an auto readback's `info` says of its staged set: the core makes one, with as many
+    /// slots as the mapped set, where a count within the capacity can reach it.
+    pub(crate) fn of(core: &ReadbackInfo) -> Self {
+        let made = core.auto_staged_from.is_some();
+        AutoFacts {
+            staged_copy: core.staged_copy.filter(|_| made),
+            staged_slots: if made { core.slots } else { 0 },
+        }
+    }
 }
 
 const ALL: &[&str] = &["Readback", "GraphReadback", "AppendReadback"];

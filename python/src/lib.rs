@@ -5,7 +5,6 @@
 //! `sized_readback` re-exports everything and defines the exception classes.
 mod append;
 mod array;
-mod auto;
 mod core_ticket;
 mod deferred;
 mod dlpack;
@@ -59,8 +58,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("APPEND_HEADER", srb::append::HEADER)?;
     m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;
     m.add("MAX_COLUMNS", srb::MAX_COLUMNS)?;
-    m.add("AUTO_STAGED_MIN_BYTES", auto::AUTO_STAGED_MIN_BYTES)?;
-    m.add("AUTO_STAGED_MIN_FILL", auto::AUTO_STAGED_MIN_FILL)?;
+    // transport="auto"'s thresholds: the core's (sized_readback::auto, from a committed run).
+    m.add("AUTO_STAGED_MIN_BYTES", srb::auto::STAGED_MIN_BYTES)?;
+    m.add(
+        "AUTO_STAGED_MIN_FILL",
+        srb::auto::STAGED_MIN_FILL_PERMILLE as f64 / 1000.0,
+    )?;
     m.add("INFO_FIELDS", info::fields(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     testing::add(m)?;

@@ -1,14 +1,13 @@
 //! `Readback`: the host-sequenced readback of one or several columns.
-use crate::auto::{self, Auto, Plan};
 use crate::deferred::Pool;
 use crate::driver::CtxGuard;
 use crate::errors::{to_py, IntoPy};
-use crate::info::{self, Facts};
+use crate::info::{self, AutoFacts, Facts};
 use crate::inputs::{count_kind_named, inputs};
 use crate::keep::Keep;
 use crate::profile;
 use crate::settings::{check_capacity, check_settings, check_staged_copy, transport_name};
-use crate::shared::{open, schema_of, Shared};
+use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
 use crate::ticket::Ticket;
 use pyo3::exceptions::PyValueError;
@@ -24,10 +23,8 @@ use std::sync::Arc;
 /// several (`columns=`), without a host synchronization.
 #[pyclass(module = "sized_readback._native")]
 pub struct Readback {
-    /// The slots (the mapped ones under `transport="auto"`).
+    /// The slots (under `transport="auto"` the core's two sets, `Transport::Auto`).
     rb: ManuallyDrop<ColumnReadback>,
-    /// `transport="auto"`: the staged set beside `rb` and the choice between them.
-    auto: Option<Auto>,
     /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
     generation: AtomicU64,
     /// The last `seq` handed out: one numbering for both slot sets of `transport="auto"`
@@ -40,22 +37,19 @@ pub struct Readback {
 
 impl Readback {
     /// The slot set `rb` of this readback's current generation.
-    fn pool(&self, rb: &ColumnReadback) -> Pool {
+    fn pool(&self, transport: Transport) -> Pool {
         Pool {
-            staged: rb.info().transport == Transport::Staged,
+            staged: transport == Transport::Staged,
             generation: self.generation.load(Ordering::Relaxed),
         }
     }
 
-    fn row_bytes(&self) -> usize {
-        self.specs.iter().map(|s| s.elem_size).sum()
+    fn transport_name(&self) -> &'static str {
+        transport_name(self.rb.info().transport)
     }
 
-    fn transport_name(&self) -> &'static str {
-        match self.auto {
-            Some(_) => auto::NAME,
-            None => transport_name(self.rb.info().transport),
-        }
+    fn is_auto(&self) -> bool {
+        self.rb.info().transport == Transport::Auto
     }
 
     /// The core's enqueue and the ticket. An enqueue that finds every slot of its set held
@@ -72,54 +66,40 @@ impl Readback {
         count: RawCount,
         keep: Keep,
     ) -> PyResult<Ticket> {
-        let staged = self.auto.as_ref().and_then(Auto::staged_set);
-        let (first, second) = match &self.auto {
-            Some(a) => a.order(
-                &self.rb,
-                staged.as_deref(),
-                self.shared.last_rows.load(Ordering::Relaxed),
-            ),
-            None => (&*self.rb, None),
-        };
+        let rb = &*self.rb;
         loop {
-            let mut exhausted = None;
-            for rb in std::iter::once(first).chain(second) {
-                // SAFETY: per this function's contract.
-                let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
-                match r {
-                    Ok(ticket) => {
-                        // The ticket's set, without a snapshot of the readback's settings.
-                        let transport = ticket.transport();
-                        let pool = Pool {
-                            staged: transport == Transport::Staged,
-                            generation: self.generation.load(Ordering::Relaxed),
-                        };
-                        return Ok(Ticket::pack(
-                            pool,
-                            transport_name(transport),
-                            self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
-                            ticket,
-                            keep,
-                            self.shared.clone(),
-                            self.specs.clone(),
-                            self.columns,
-                        ));
-                    }
-                    Err(e @ srb::Error::SlotsExhausted { .. }) => {
-                        exhausted.get_or_insert(e);
-                    }
-                    Err(e) => return Err(to_py(py, e)),
+            // The set the core tries first (`transport="auto"` has two: the core chooses).
+            let first = rb.next_transport();
+            // SAFETY: per this function's contract.
+            let r = unsafe { rb.enqueue_raw_stream(stream as CUstream, None, sources, count) };
+            let e = match r {
+                Ok(ticket) => {
+                    // The ticket's set, without a snapshot of the readback's settings.
+                    let transport = ticket.transport();
+                    return Ok(Ticket::pack(
+                        self.pool(transport),
+                        transport_name(transport),
+                        self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
+                        ticket,
+                        keep,
+                        self.shared.clone(),
+                        self.specs.clone(),
+                        self.columns,
+                    ));
                 }
-            }
-            // Every set full: wait for a dropped ticket of the chosen set, else of the other.
+                Err(e @ srb::Error::SlotsExhausted { .. }) => e,
+                Err(e) => return Err(to_py(py, e)),
+            };
+            // Every slot held: wait for a dropped ticket of the set tried first, else of the
+            // other (an auto readback's).
             let deferred = &self.shared.deferred;
+            let other = match first {
+                Transport::Staged => Transport::Mapped,
+                Transport::Mapped | Transport::Auto => Transport::Staged,
+            };
             let freed = deferred.free_oldest(py, self.pool(first))?
-                || match second {
-                    Some(rb) => deferred.free_oldest(py, self.pool(rb))?,
-                    None => false,
-                };
+                || (self.is_auto() && deferred.free_oldest(py, self.pool(other))?);
             if !freed {
-                let e = exhausted.expect("every set was tried");
                 return Err(to_py(py, e));
             }
             self.shared.bind(py)?;
@@ -147,7 +127,7 @@ impl Readback {
         transport: &str,
         staged_copy: &str,
     ) -> PyResult<Self> {
-        let is_auto = transport == auto::NAME;
+        let is_auto = transport == "auto";
         let (capacity, slots, device, transport) = check_settings(
             capacity,
             slots,
@@ -156,28 +136,17 @@ impl Readback {
         )?;
         let staged_copy = check_staged_copy(staged_copy)?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
+        // Under transport="auto" the core keeps a mapped and a staged set, and `staged_copy`
+        // is the staged set's.
         let config = ReadbackConfig::new(capacity)
             .slots(slots)
-            .transport(transport);
-        let (config, plan) = if is_auto {
-            let row_bytes = specs.iter().map(|s| s.elem_size).sum();
-            let plan = Plan::new(&config, staged_copy, row_bytes);
-            (auto::mapped_config(config), Some(plan))
-        } else {
-            (config.staged_copy(staged_copy), None)
-        };
-        let (shared, schema, _restore) = open(py, device, &specs, |s| {
-            ColumnReadback::check(s, &config)?;
-            plan.as_ref().map_or(Ok(()), |p| p.check(s))
-        })?;
+            .transport(if is_auto { Transport::Auto } else { transport })
+            .staged_copy(staged_copy);
+        let (shared, schema, _restore) =
+            open(py, device, &specs, |s| ColumnReadback::check(s, &config))?;
         let rb = ColumnReadback::new(&shared.ctx, &schema, config).py_err(py)?;
-        let auto = match plan {
-            Some(p) => Some(p.make(&shared.ctx, &schema).py_err(py)?),
-            None => None,
-        };
         Ok(Readback {
             rb: ManuallyDrop::new(rb),
-            auto,
             generation: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
             shared,
@@ -296,7 +265,7 @@ impl Readback {
     ) -> PyResult<Bound<'py, PyDict>> {
         let target = profile::Target {
             rb: &self.rb,
-            pool: self.pool(&self.rb),
+            pool: self.pool(self.rb.next_transport()),
             shared: &self.shared,
             specs: &self.specs,
             columns: self.columns,
@@ -311,17 +280,7 @@ impl Readback {
     fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
         let _restore = CtxGuard::save();
         let capacity = check_capacity(capacity)?;
-        match &self.auto {
-            Some(a) => a.grow(
-                &self.rb,
-                &self.shared.ctx,
-                &schema_of(&self.specs),
-                capacity,
-                self.row_bytes(),
-            ),
-            None => self.rb.grow(capacity),
-        }
-        .py_err(py)?;
+        self.rb.grow(capacity).py_err(py)?;
         self.generation.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -331,25 +290,26 @@ impl Readback {
     /// `transport="auto"`, of both sets together.
     #[getter]
     fn slots_in_use(&self) -> usize {
-        self.rb.slots_in_use() + self.auto.as_ref().map_or(0, Auto::slots_in_use)
+        self.rb.slots_in_use()
     }
     /// For `transport="auto"`: the count from which an enqueue goes to the staged slots (the
     /// last count read back decides); None for a fixed transport.
     #[getter]
     fn auto_staged_from(&self) -> Option<usize> {
-        self.auto.as_ref().map(Auto::staged_from)
+        self.rb.info().auto_staged_from
     }
     /// The settings in effect and the slot layout, as a dict: see `INFO_FIELDS` (of the
     /// mapped slots for `transport="auto"`, with `auto_staged_slots`: the staged slots
     /// allocated, 0 while the threshold is out of reach).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let core = self.rb.info();
         info::dict(
             py,
             &Facts {
-                core: self.rb.info(),
+                auto: self.is_auto().then(|| AutoFacts::of(&core)),
+                core,
                 device: self.shared.device,
-                auto: self.auto.as_ref().map(Auto::facts),
             },
         )
     }
@@ -381,6 +341,5 @@ impl Drop for Readback {
         let _restore = CtxGuard::save();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.rb) };
-        drop(self.auto.take());
     }
 }

@@ -8,7 +8,6 @@ use crate::spec::ColSpec;
 use pyo3::prelude::*;
 use srb::cudarc::driver::CudaContext;
 use srb::ColumnSchema;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 pub(crate) struct Shared {
@@ -16,8 +15,6 @@ pub(crate) struct Shared {
     order: Order,
     /// Dropped tickets still in flight (see [`Deferred`]).
     pub(crate) deferred: Deferred,
-    /// The count of the readback completed last (`transport="auto"` chooses by it).
-    pub(crate) last_rows: AtomicUsize,
     pub(crate) device: i32,
     /// Last: the context outlives the event and the tickets above.
     pub(crate) ctx: Arc<CudaContext>,
@@ -28,7 +25,6 @@ impl Shared {
         Arc::new(Shared {
             order: Order::default(),
             deferred: Deferred::default(),
-            last_rows: AtomicUsize::new(0),
             device,
             ctx,
         })

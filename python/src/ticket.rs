@@ -11,7 +11,6 @@ use crate::wait_clock::WaitClock;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use srb::ColumnReadout;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 enum State {
@@ -106,7 +105,6 @@ impl Ticket {
         // The readout's seq is the ticket's (the readback's own numbering), not the core's.
         let seq = self.seq;
         let core = self.core.take().expect("pending tickets hold their core");
-        self.shared.last_rows.store(count, Ordering::Relaxed);
         let r = Py::new(
             py,
             Readout::new(
