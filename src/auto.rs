@@ -4,8 +4,8 @@
 //! wherever the count leaves most of the slot empty; one copy of the whole slot by the copy
 //! engine moves bytes faster than the pack's mapped stores, so the staged transport wins where
 //! the count nearly fills a large slot. An auto readback therefore keeps mapped slots for every
-//! count, and staged slots beside them only where a count within the capacity can reach
-//! [`staged_from`]; each enqueue goes to the set that the count it last read back chooses.
+//! count, and staged slots beside them only where a count within the capacity can reach the
+//! threshold; each enqueue goes to the set that the count it last read back chooses.
 //!
 //! The two thresholds come from the committed run `results/2026-12-03/python-51a5d22`
 //! (`bench.json`, H200, PCIe Gen5, PyTorch producer over a 1M-row `f64` slot, 8 MiB): beyond

@@ -330,7 +330,16 @@ impl ColumnReadback {
         C: DevicePtr<K>,
         K: CountType,
     {
-        self.enqueue_on(|engine| engine.enqueue_tracked(stream, after, sources, count, None::<&C>))
+        let sets = self.sets();
+        let (first, second) = sets.order(self.last_count.load(Ordering::Relaxed));
+        // The other set only where every slot of the first is held: the common path calls the
+        // engine directly.
+        let core = or_other_set(
+            first.enqueue_tracked(stream, after, sources, count, None::<&C>),
+            second,
+            |engine| engine.enqueue_tracked(stream, after, sources, count, None::<&C>),
+        )?;
+        Ok(self.ticket(core, sets.staged.is_some()))
     }
 
     /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
@@ -389,8 +398,16 @@ impl ColumnReadback {
             count,
             offsets: None,
         };
-        // SAFETY: per the contract; enqueue_raw checks the stream and every address.
-        self.enqueue_on(|engine| unsafe { engine.enqueue_raw(stream, after, pack) })
+        let sets = self.sets();
+        let (first, second) = sets.order(self.last_count.load(Ordering::Relaxed));
+        let core = or_other_set(
+            // SAFETY: per the contract; enqueue_raw checks the stream and every address.
+            unsafe { first.enqueue_raw(stream, after, pack) },
+            second,
+            // SAFETY: as above, on the other set.
+            |engine| unsafe { engine.enqueue_raw(stream, after, pack) },
+        )?;
+        Ok(self.ticket(core, sets.staged.is_some()))
     }
 
     /// The transport of the slots the next enqueue tries first: the readback's, or under
@@ -400,24 +417,6 @@ impl ColumnReadback {
         let sets = self.sets();
         let (first, _) = sets.order(self.last_count.load(Ordering::Relaxed));
         first.transport()
-    }
-
-    /// Enqueues through `enqueue` on the set the last count chooses, or on the other set
-    /// where every slot of that one is held.
-    fn enqueue_on(
-        &self,
-        enqueue: impl Fn(&Arc<HostEngine>) -> Result<TicketCore>,
-    ) -> Result<ColumnTicket> {
-        let sets = self.sets();
-        let (first, second) = sets.order(self.last_count.load(Ordering::Relaxed));
-        let core = match (enqueue(first), second) {
-            (Err(e @ Error::SlotsExhausted { .. }), Some(second)) => match enqueue(second) {
-                Err(Error::SlotsExhausted { .. }) => Err(e),
-                other => other,
-            },
-            (result, _) => result,
-        }?;
-        Ok(self.ticket(core, sets.staged.is_some()))
     }
 
     /// The ticket of `core`, numbered across both sets where there are two.
@@ -431,6 +430,22 @@ impl ColumnReadback {
             core
         };
         ColumnTicket::from_core(core, self.schema.clone())
+    }
+}
+
+/// `first`, the enqueue on the set the last count chose; where every slot of that set was held
+/// and there is a `second` set, `enqueue` on it (its error only if it is not the same).
+fn or_other_set(
+    first: Result<TicketCore>,
+    second: Option<&Arc<HostEngine>>,
+    enqueue: impl FnOnce(&Arc<HostEngine>) -> Result<TicketCore>,
+) -> Result<TicketCore> {
+    match (first, second) {
+        (Err(e @ Error::SlotsExhausted { .. }), Some(second)) => match enqueue(second) {
+            Err(Error::SlotsExhausted { .. }) => Err(e),
+            other => other,
+        },
+        (result, _) => result,
     }
 }
 

@@ -20,7 +20,6 @@ use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::module::{Kernel, Module};
 use crate::raw::switch_graph::{self, HostCopy, SwitchGraph};
-use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaContext;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -132,21 +131,11 @@ impl SizedCopy {
         Ok(SizedCopy { graphs })
     }
 
-    /// Packs with `params` into slot `slot` and copies the rows it packed, on `stream`.
-    ///
-    /// # Safety
-    /// The context is bound, `stream` is a live stream of it, the caller holds the slot's
-    /// lease (no one else launches its graph), and the memory `params` addresses is valid
-    /// until the pack has run.
-    pub(crate) unsafe fn launch(
-        &self,
-        stream: CUstream,
-        slot: usize,
-        mut params: abi::srb_pack_params,
-    ) -> Result<()> {
-        let param = (&mut params as *mut abi::srb_pack_params).cast::<c_void>();
-        // SAFETY: per the contract; srb_pack_switch takes srb_pack_params, then the handle.
-        unsafe { self.graphs[slot].launch(stream, param) }
+    /// Slot `slot`'s graph: [`SwitchGraph::launch`] with an `srb_pack_params` packs into the
+    /// slot and copies the rows it packed. (The enqueue calls it directly: one frame less on
+    /// the path every sized enqueue takes.)
+    pub(crate) fn graph(&self, slot: usize) -> &SwitchGraph {
+        &self.graphs[slot]
     }
 }
 

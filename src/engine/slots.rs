@@ -195,9 +195,12 @@ impl Slots {
                     pack_params::pack_params(&self.layout, target, pack.sources, pack.count, at);
                 match (self.delivery.pack_graphs(), at) {
                     (Some(graphs), SlotAt::Host { slot, .. }) => {
-                        // SAFETY: per this function's contract: the caller holds the slot, so
-                        // no one else launches its graph; the graph's copies follow the pack.
-                        unsafe { graphs.launch(stream, slot, p) }
+                        let param = (&mut p as *mut abi::srb_pack_params).cast::<c_void>();
+                        // SAFETY: per this function's contract: the context is bound, the
+                        // caller holds the slot, so no one else launches its graph, and the
+                        // memory `pack` addresses is valid until the pack has run;
+                        // srb_pack_switch takes srb_pack_params, then the handle.
+                        unsafe { graphs.graph(slot).launch(stream, param) }
                     }
                     _ => {
                         let mut args = [(&mut p as *mut abi::srb_pack_params).cast::<c_void>()];

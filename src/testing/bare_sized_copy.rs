@@ -138,7 +138,7 @@ impl BareSizedCopy {
         seq: u64,
     ) -> Result<()> {
         let slot = self.next;
-        let p = pack_params::pack_params(
+        let mut p = pack_params::pack_params(
             &self.layout,
             self.target(),
             &[ColumnSource { ptr: rows, len }],
@@ -148,7 +148,10 @@ impl BareSizedCopy {
         // SAFETY: per this function's contract: the context is current, `stream` is its,
         // nothing else launches the slot's graph, and the rows and count stay valid until the
         // pack has run; the slots and sync records are self's.
-        unsafe { self.sized.launch(stream, slot, p)? };
+        unsafe {
+            let param = (&mut p as *mut abi::srb_pack_params).cast::<std::ffi::c_void>();
+            self.sized.graph(slot).launch(stream, param)?
+        };
         self.last = (seq, len, slot);
         self.next = (slot + 1) % self.num_slots;
         Ok(())

@@ -16,7 +16,7 @@ use crate::layout::MAX_COLUMNS;
 use crate::raw::driver;
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUevent, CUstream};
-use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, SyncOnDrop};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DevicePtr, DriverError, SyncOnDrop};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -82,56 +82,51 @@ impl HostEngine {
         // SAFETY: the stream and event belong to this context (checked above). Before cudarc's
         // event tracking (the guards below) can put its waits into a capture.
         unsafe { self.prepare(stream.cu_stream(), after)? };
-        // An error cudarc stashed before this call is not this call's: set it aside, and put it
-        // back afterwards for whichever cudarc call reports it next.
-        let earlier = slots.context().check_err();
-        // A closure, so that an early error below still reaches the restore after it.
-        let ticket = (|| -> Result<TicketCore> {
-            // The guards make `stream` wait for earlier cudarc writes now, and record this read
-            // when they drop, after the launch.
-            let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 2] = Default::default();
-            let mut cols = [ColumnSource::default(); MAX_COLUMNS];
-            for (i, s) in sources.iter().enumerate() {
-                let (ptr, g) = s.device_ptr(stream);
-                guards[i] = Some(g);
-                cols[i] = ColumnSource { ptr, len: s.len() };
-            }
-            let (cptr, g) = count.device_ptr(stream);
-            guards[MAX_COLUMNS] = Some(g);
-            let offsets = offsets.map(|o| {
-                let (p, g) = o.device_ptr(stream);
-                guards[MAX_COLUMNS + 1] = Some(g);
-                p
-            });
-            let sources = &cols[..sources.len()];
-            let count = RawCount::new(cptr, K::KIND);
-            slots.check_sources(sources, count)?;
-            // SAFETY: the stream and buffers belong to this context (checked above); cudarc
-            // keeps them allocated while borrowed, and its event tracking orders later writes
-            // after this read (or, with tracking disabled, the caller promised cudarc to order
-            // them); each length is the buffer's true length, and the counts and offsets hold
-            // k values.
-            let lease = unsafe {
-                self.pack(
-                    stream.cu_stream(),
-                    Pack {
-                        sources,
-                        count,
-                        offsets,
-                    },
-                )?
-            };
-            let fill = Fill::Pack {
-                kind: K::KIND,
-                lens: Lens::of(sources),
-            };
-            Ok(TicketCore::new(self.clone(), lease, fill))
-        })();
-        // The guards recorded their events as they dropped; cudarc stashes a failure there.
-        let ours = slots.context().check_err();
-        slots.context().record_err(earlier);
-        let ticket = ticket?;
-        ours.map_err(Error::cuda(
+        // An error cudarc stashed before this call is not this call's: set it aside; the
+        // guard puts it back when it drops, on every path (declared before the buffers'
+        // guards, it drops after them).
+        let set_aside = SetAside::new(slots.context());
+        // The guards make `stream` wait for earlier cudarc writes now, and record this read
+        // when they drop, after the launch.
+        let mut guards: [Option<SyncOnDrop<'_>>; MAX_COLUMNS + 2] = Default::default();
+        let mut cols = [ColumnSource::default(); MAX_COLUMNS];
+        for (i, s) in sources.iter().enumerate() {
+            let (ptr, g) = s.device_ptr(stream);
+            guards[i] = Some(g);
+            cols[i] = ColumnSource { ptr, len: s.len() };
+        }
+        let (cptr, g) = count.device_ptr(stream);
+        guards[MAX_COLUMNS] = Some(g);
+        let offsets = offsets.map(|o| {
+            let (p, g) = o.device_ptr(stream);
+            guards[MAX_COLUMNS + 1] = Some(g);
+            p
+        });
+        let sources = &cols[..sources.len()];
+        let count = RawCount::new(cptr, K::KIND);
+        slots.check_sources(sources, count)?;
+        // SAFETY: the stream and buffers belong to this context (checked above); cudarc keeps
+        // them allocated while borrowed, and its event tracking orders later writes after this
+        // read (or, with tracking disabled, the caller promised cudarc to order them); each
+        // length is the buffer's true length, and the counts and offsets hold k values.
+        let lease = unsafe {
+            self.pack(
+                stream.cu_stream(),
+                Pack {
+                    sources,
+                    count,
+                    offsets,
+                },
+            )?
+        };
+        let fill = Fill::Pack {
+            kind: K::KIND,
+            lens: Lens::of(sources),
+        };
+        let ticket = TicketCore::new(self.clone(), lease, fill);
+        // The guards record their events as they drop; cudarc stashes a failure there.
+        drop(guards);
+        set_aside.ours().map_err(Error::cuda(
             "cuEventRecord (cudarc's tracking of a source buffer)",
         ))?;
         Ok(ticket)
@@ -314,5 +309,37 @@ impl HostEngine {
     /// The transport in use.
     pub(crate) fn transport(&self) -> Transport {
         self.slots.transport()
+    }
+}
+
+/// An error cudarc stashed in a context before an enqueue, set aside while the enqueue's own
+/// cudarc calls run, and put back when this drops (for whichever cudarc call reports it next):
+/// errors of the enqueue's buffer tracking are the enqueue's, earlier ones are not.
+struct SetAside<'a> {
+    ctx: &'a CudaContext,
+    earlier: std::result::Result<(), DriverError>,
+}
+
+impl<'a> SetAside<'a> {
+    fn new(ctx: &'a CudaContext) -> Self {
+        SetAside {
+            ctx,
+            earlier: ctx.check_err(),
+        }
+    }
+
+    /// The error the enqueue's own cudarc calls stashed since, if any (taken).
+    fn ours(&self) -> std::result::Result<(), DriverError> {
+        self.ctx.check_err()
+    }
+}
+
+impl Drop for SetAside<'_> {
+    fn drop(&mut self) {
+        // What the enqueue stashed and did not report is dropped with it: an enqueue that
+        // failed reports its own error.
+        let _ = self.ctx.check_err();
+        self.ctx
+            .record_err(std::mem::replace(&mut self.earlier, Ok(())));
     }
 }
