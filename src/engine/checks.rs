@@ -3,10 +3,11 @@
 //! layout, a count address that suits its kind. Each check is here once; the engines call
 //! them before any launch.
 use super::slots::Slots;
+use super::tracked::ErasedDevicePtr;
 use crate::error::{Error, Result};
 use crate::raw::driver;
 use crate::source::{ColumnSource, RawCount};
-use cudarc::driver::sys::{CUdeviceptr, CUevent, CUstream};
+use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
 use cudarc::driver::{CudaEvent, CudaStream};
 
 impl Slots {
@@ -84,6 +85,77 @@ impl Slots {
             self.check_raw_pointer("the count", count.ptr())?;
         }
         Ok(())
+    }
+
+    /// The safe enqueue's checks of cudarc's buffers, before any is bound: every source, the
+    /// count (its context and length) and the offsets (likewise, for a bucket pack) belong to
+    /// this context, and the count (k counts for a bucket pack) and offsets hold enough values.
+    pub(crate) fn check_tracked(
+        &self,
+        sources: &[&dyn ErasedDevicePtr],
+        (count_ctx, count_len): (CUcontext, usize),
+        offsets: Option<(CUcontext, usize)>,
+    ) -> Result<()> {
+        let ctx = self.context().cu_ctx();
+        if sources.iter().any(|s| s.context() != ctx) {
+            return Err(Error::ForeignContext {
+                what: if sources.len() == 1 {
+                    "the data"
+                } else {
+                    "a column's data"
+                },
+            });
+        }
+        if count_ctx != ctx {
+            return Err(Error::ForeignContext { what: "the count" });
+        }
+        let k = self.layout().buckets();
+        let need = if offsets.is_some() { k } else { 1 };
+        if count_len < need {
+            return Err(Error::BufferTooShort {
+                what: if offsets.is_some() {
+                    "the counts"
+                } else {
+                    "the count"
+                },
+                len: count_len,
+                need,
+            });
+        }
+        if let Some((offsets_ctx, len)) = offsets {
+            if offsets_ctx != ctx {
+                return Err(Error::ForeignContext {
+                    what: "the offsets",
+                });
+            }
+            if len < k {
+                return Err(Error::BufferTooShort {
+                    what: "the offsets",
+                    len,
+                    need: k,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Errors unless a bucket pack's raw `offsets` address (if any) is non-null and aligned for
+    /// `count`'s kind, as the offsets are values of that kind. Pure host logic.
+    pub(crate) fn check_offsets(
+        &self,
+        offsets: Option<CUdeviceptr>,
+        count: RawCount,
+    ) -> Result<()> {
+        match offsets {
+            Some(addr) if addr == 0 || !addr.is_multiple_of(count.kind().size() as u64) => {
+                Err(Error::BadPointer {
+                    what: "the offsets",
+                    addr,
+                    align: count.kind().size(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Errors unless `columns` match the layout and the count address suits its kind. Pure

@@ -35,50 +35,13 @@ impl HostEngine {
         offsets: Option<&O>,
     ) -> Result<TicketCore> {
         let slots = &self.slots;
-        let ctx = slots.context().cu_ctx();
-        if stream.context().cu_ctx() != ctx {
-            return Err(Error::ForeignContext { what: "the stream" });
-        }
+        slots.check_stream(stream)?;
         let after = after.map(|e| slots.check_event(e)).transpose()?;
-        if sources.iter().any(|s| s.context() != ctx) {
-            return Err(Error::ForeignContext {
-                what: if sources.len() == 1 {
-                    "the data"
-                } else {
-                    "a column's data"
-                },
-            });
-        }
-        if count.stream().context().cu_ctx() != ctx {
-            return Err(Error::ForeignContext { what: "the count" });
-        }
-        let k = slots.layout().buckets();
-        let need = if offsets.is_some() { k } else { 1 };
-        if count.len() < need {
-            return Err(Error::BufferTooShort {
-                what: if offsets.is_some() {
-                    "the counts"
-                } else {
-                    "the count"
-                },
-                len: count.len(),
-                need,
-            });
-        }
-        if let Some(o) = offsets {
-            if o.stream().context().cu_ctx() != ctx {
-                return Err(Error::ForeignContext {
-                    what: "the offsets",
-                });
-            }
-            if o.len() < k {
-                return Err(Error::BufferTooShort {
-                    what: "the offsets",
-                    len: o.len(),
-                    need: k,
-                });
-            }
-        }
+        slots.check_tracked(
+            sources,
+            (count.stream().context().cu_ctx(), count.len()),
+            offsets.map(|o| (o.stream().context().cu_ctx(), o.len())),
+        )?;
         // SAFETY: the stream and event belong to this context (checked above). Before cudarc's
         // event tracking (the guards below) can put its waits into a capture.
         unsafe { self.prepare(stream.cu_stream(), after)? };
@@ -154,15 +117,7 @@ impl HostEngine {
             offsets,
         } = pack;
         self.slots.check_sources(sources, count)?;
-        if let Some(offsets) = offsets {
-            if offsets == 0 || !offsets.is_multiple_of(count.kind().size() as u64) {
-                return Err(Error::BadPointer {
-                    what: "the offsets",
-                    addr: offsets,
-                    align: count.kind().size(),
-                });
-            }
-        }
+        self.slots.check_offsets(offsets, count)?;
         // SAFETY: per the contract.
         unsafe { self.slots.check_raw_stream(stream)? };
         self.slots.check_raw_sources(sources, count)?;
