@@ -36,3 +36,70 @@ pub fn compute_capability(ctx: &CudaContext) -> Result<(u32, u32)> {
         get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
     ))
 }
+
+/// Makes `ctx` current on this thread, as every call of the library does before its driver
+/// calls (and leaves it current after). For callers that make driver calls of their own on
+/// `ctx`'s handles between the library's.
+pub fn bind(ctx: &CudaContext) -> Result<()> {
+    driver::ensure_driver()?;
+    driver::bind(ctx)
+}
+
+/// Restores the thread's current CUDA context when dropped.
+///
+/// The library's calls make their readback's context current and leave it so; frameworks that
+/// take their current device from the current context (PyTorch, CuPy, the CUDA runtime after a
+/// `cudaSetDevice` of another device) want theirs back. Hold a guard across the calls:
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ctx = sized_readback::device::open(0)?;
+/// let rb = sized_readback::Readback::<f64>::new(&ctx, 1024)?;
+/// {
+///     let _restore = sized_readback::device::ContextGuard::save_unless(&ctx);
+///     // ... enqueue, wait: the library binds `ctx` ...
+/// } // the context current before is current again
+/// # drop(rb); Ok(()) }
+/// ```
+///
+/// A guard made before the driver is loaded (no context opened yet) restores nothing.
+#[derive(Debug)]
+pub struct ContextGuard {
+    /// The context to make current again (null: none), if any.
+    saved: Option<cudarc::driver::sys::CUcontext>,
+}
+
+impl ContextGuard {
+    /// Saves the thread's current context (`cuCtxGetCurrent`), made current again on drop if
+    /// another is current then.
+    pub fn save() -> Self {
+        ContextGuard {
+            // SAFETY: the driver is loaded (checked).
+            saved: driver::driver_loaded().then(|| unsafe { driver::current_context() }),
+        }
+    }
+
+    /// [`ContextGuard::save`] for calls that bind `ours` at most (those of a readback of
+    /// `ours`): where `ours` is current already, nothing will need restoring, and the drop
+    /// makes no driver call.
+    pub fn save_unless(ours: &CudaContext) -> Self {
+        let mut guard = Self::save();
+        if guard.saved == Some(ours.cu_ctx()) {
+            guard.saved = None;
+        }
+        guard
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        let Some(saved) = self.saved else { return };
+        // SAFETY: `saved` was made only with the driver loaded; it was current on this thread
+        // (a context this thread may bind again) or null (unbinds).
+        unsafe {
+            if driver::current_context() != saved {
+                driver::set_current_context(saved);
+            }
+        }
+    }
+}

@@ -67,6 +67,7 @@ mod raw;
 mod readback;
 mod schema;
 mod source;
+mod stream_join;
 mod ticket;
 
 #[cfg(feature = "__internal-api")]
@@ -93,6 +94,7 @@ pub use layout::{SlotLayout, MAX_BUCKETS, MAX_COLUMNS};
 pub use readback::{Readback, Readout, Ticket};
 pub use schema::{Column, ColumnSchema, ColumnSpec, Source};
 pub use source::{ColumnSource, RawCount};
+pub use stream_join::StreamJoin;
 pub use ticket::{ColumnReadout, ColumnTicket};
 
 /// The README's Rust examples, compiled as doctests (`cargo test --doc`) so that they keep

@@ -2,15 +2,17 @@
 //! Array Interface producer (or PyTorch's current stream) reports, which are not the enqueue
 //! stream. The core's raw enqueue waits for at most one event, recorded by its caller; an
 //! enqueue here may have one producer stream per column and one for the count.
-use crate::driver::Event;
+use crate::errors::to_py;
 use crate::stream::same_stream;
 use pyo3::prelude::*;
-use srb::cudarc::driver::sys::CUcontext;
-use std::sync::Mutex;
+use srb::cudarc::driver::sys::CUstream;
+use srb::cudarc::driver::CudaContext;
+use srb::StreamJoin;
+use std::sync::{Arc, Mutex};
 
-/// One event per readback, made on first need, recorded on each producer stream in turn.
+/// One core `StreamJoin` per readback, made on first need, serving each producer stream in turn.
 #[derive(Default)]
-pub(crate) struct Order(Mutex<Option<Event>>);
+pub(crate) struct Order(Mutex<Option<StreamJoin>>);
 
 impl Order {
     /// Makes work enqueued next on `stream` wait for the work already on each of `producers`
@@ -22,7 +24,7 @@ impl Order {
     pub(crate) unsafe fn after(
         &self,
         py: Python<'_>,
-        ctx: CUcontext,
+        ctx: &Arc<CudaContext>,
         producers: &[usize],
         stream: usize,
     ) -> PyResult<()> {
@@ -32,19 +34,15 @@ impl Order {
                 continue;
             }
             done.push(p);
-            let mut ev = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if ev.is_none() {
-                *ev = Some(Event::new(py, ctx)?);
+            let mut join = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if join.is_none() {
+                *join = Some(StreamJoin::new(ctx).map_err(|e| to_py(py, e))?);
             }
-            let Some(e) = ev.as_ref() else {
+            let Some(j) = join.as_ref() else {
                 unreachable!("made above")
             };
-            // SAFETY: per the contract. A wait takes the event's state at the time of the
-            // call, so the one event serves every producer in turn.
-            unsafe {
-                e.record(py, p)?;
-                e.wait_on(py, stream)?;
-            }
+            // SAFETY: per the contract (both streams of `ctx`, which is bound).
+            unsafe { j.join(stream as CUstream, p as CUstream) }.map_err(|e| to_py(py, e))?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! (measurement only: python/bench/profile_binding.py).
 use crate::array::After;
 use crate::deferred::Pool;
-use crate::driver::{CtxGuard, Event};
+use crate::driver::CtxGuard;
 use crate::errors::to_py;
 use crate::inputs::parse_inputs;
 use crate::py_util::torch_current_stream;
@@ -60,7 +60,7 @@ pub(crate) fn run<'py>(
     let _restore = CtxGuard::save();
     shared.bind(py)?;
     // Declared after the guard: destroyed before the caller's context is put back.
-    let ev = Event::new(py, shared.ctx.cu_ctx())?;
+    let ev = srb::StreamJoin::new(&shared.ctx).map_err(|e| to_py(py, e))?;
     let mut result = Ok(());
     for _ in 0..reps {
         if let Some(f) = before {
@@ -119,7 +119,7 @@ pub(crate) fn run<'py>(
         };
         let a = Instant::now();
         // SAFETY: the stream is live (it just took the pack); the context is bound.
-        let _ = unsafe { ev.record(py, inp.stream) };
+        let _ = unsafe { ev.record(inp.stream as CUstream) };
         t[7].push(ns(a));
         let _ = py.detach(|| ticket.wait().map(|r| r.count()));
         let a = Instant::now();

@@ -169,7 +169,7 @@ impl Readback {
         stream: Option<&Bound<'_, PyAny>>,
         keep: bool,
     ) -> PyResult<Ticket> {
-        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
+        let _restore = CtxGuard::save_unless(&self.shared.ctx);
         self.shared.deferred.sweep();
         let inp = inputs(
             py,
@@ -224,7 +224,7 @@ impl Readback {
             .zip(&rows)
             .map(|(&ptr, &len)| ColumnSource { ptr, len })
             .collect();
-        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
+        let _restore = CtxGuard::save_unless(&self.shared.ctx);
         self.shared.deferred.sweep();
         self.shared.bind(py)?;
         // SAFETY: the caller's contract above (documented as such: that includes the extent of

@@ -47,7 +47,7 @@ impl Shared {
         stream: usize,
     ) -> PyResult<()> {
         // SAFETY: per the contract; the caller bound the context.
-        unsafe { self.order.after(py, self.ctx.cu_ctx(), producers, stream) }
+        unsafe { self.order.after(py, &self.ctx, producers, stream) }
     }
 }
 

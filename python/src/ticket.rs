@@ -162,7 +162,7 @@ impl Ticket {
             State::Pending => {}
         }
         let clock = WaitClock::start(timeout)?;
-        let _restore = CtxGuard::save_unless(self.shared.ctx.cu_ctx());
+        let _restore = CtxGuard::save_unless(&self.shared.ctx);
         let n = self.specs.len();
         // Often complete already (the pack is short): then no GIL release.
         let ready = {

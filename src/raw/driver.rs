@@ -21,7 +21,10 @@ pub(crate) fn ensure_driver() -> Result<()> {
     }
     // SAFETY: cuInit has no preconditions and is idempotent.
     match unsafe { sys::cuInit(0) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        sys::CUresult::CUDA_SUCCESS => {
+            LOADED.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
         // A driver without a GPU.
         sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(Error::NoDevice {
             ordinal: 0,
@@ -31,6 +34,37 @@ pub(crate) fn ensure_driver() -> Result<()> {
         sys::CUresult::CUDA_ERROR_STUB_LIBRARY => Err(Error::DriverNotFound),
         other => check(other, "cuInit"),
     }
+}
+
+/// Set once [`ensure_driver`] found and initialized the driver: from then on cudarc's calls
+/// cannot panic for want of it.
+static LOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the driver is loaded and initialized (an atomic load: cheap enough for every call).
+pub(crate) fn driver_loaded() -> bool {
+    LOADED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The thread's current context (null when none is, or the query fails).
+///
+/// # Safety
+/// The driver is loaded ([`driver_loaded`]).
+pub(crate) unsafe fn current_context() -> sys::CUcontext {
+    let mut c: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the driver is loaded, per the contract.
+    if unsafe { sys::cuCtxGetCurrent(&mut c) } != sys::CUresult::CUDA_SUCCESS {
+        c = std::ptr::null_mut();
+    }
+    c
+}
+
+/// Makes `ctx` (null: none) current on this thread, ignoring a failure (a guard's restore).
+///
+/// # Safety
+/// The driver is loaded, and `ctx` is null or a live context that this thread may bind.
+pub(crate) unsafe fn set_current_context(ctx: sys::CUcontext) {
+    // SAFETY: per the contract.
+    let _ = unsafe { sys::cuCtxSetCurrent(ctx) };
 }
 
 /// Number of CUDA devices, or an error if the driver is missing.

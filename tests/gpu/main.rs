@@ -16,6 +16,7 @@ mod buckets;
 mod count_kinds;
 mod embedding;
 mod info;
+mod interop;
 mod kernel_image;
 mod pack;
 mod reliability;
@@ -34,6 +35,7 @@ const SUBJECTS: &[&[Test]] = &[
     buckets::TESTS,
     staged_switch::TESTS,
     auto::TESTS,
+    interop::TESTS,
     embedding::TESTS,
     info::TESTS,
     reliability::load::TESTS,
