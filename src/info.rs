@@ -52,4 +52,9 @@ pub struct ReadbackInfo {
     /// count within the capacity reaches the staged slots (then none are made). The other
     /// fields describe the mapped slots, which serve every smaller count.
     pub auto_staged_from: Option<usize>,
+    /// The embedded kernel image the context loaded for the pack kernels: what the device
+    /// runs (machine code, or PTX the driver compiled), recorded when the module was loaded.
+    /// [`crate::KernelImage::for_context`] says which image would be chosen now, from the
+    /// device and the environment (`CUDA_FORCE_PTX_JIT`); this is the one in use.
+    pub kernel_image: crate::KernelImage,
 }

@@ -76,7 +76,10 @@ impl KernelImage {
             .map(|(image, _)| image)
     }
 
-    /// The image the library loads (or has loaded) in `ctx`'s device.
+    /// The image the library would load in `ctx`'s device now, from its compute capability and
+    /// `CUDA_FORCE_PTX_JIT` as the environment has it now. A context that loaded the kernels
+    /// under another environment runs the image it loaded then: a readback's
+    /// [`crate::ReadbackInfo::kernel_image`] names that one.
     pub fn for_context(ctx: &CudaContext) -> Result<Self> {
         let (major, minor) = compute_capability(ctx)?;
         Self::for_compute_capability(major, minor)

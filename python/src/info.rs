@@ -141,6 +141,13 @@ pub(crate) const FIELDS: &[Field] = &[
         get: |py, f| some(py, f.core.launch_shape.programmatic),
     },
     Field {
+        name: "kernel_image",
+        doc: "The embedded kernel image the context loaded, e.g. \"sm_90 (machine code, 46352 \
+              bytes)\": what the device runs, recorded when the kernels were loaded.",
+        getter_on: NONE,
+        get: |py, f| some(py, f.core.kernel_image.to_string()),
+    },
+    Field {
         name: "auto_staged_slots",
         doc: "transport=\"auto\" only: the staged slots allocated (0 while the threshold is \
               beyond the capacity).",

@@ -25,7 +25,7 @@ def test_info_fields_describe_the_dict_in_order():
     names = [name for name, _doc, _classes in _native.INFO_FIELDS]
     assert names == ["capacity", "slots", "buckets", "spill_capacity", "transport", "staged_copy",
                      "wait_mode", "device", "slot_bytes", "column_offsets", "trailer_offset",
-                     "programmatic_launch", "auto_staged_slots"]
+                     "programmatic_launch", "kernel_image", "auto_staged_slots"]
     assert all(doc for _name, doc, _classes in _native.INFO_FIELDS)
 
 

@@ -9,6 +9,7 @@ use super::plan::{Sequencing, SlotPlan};
 use crate::config::{ReadbackConfig, StagedCopy, Transport, WaitMode};
 use crate::error::{Error, Result};
 use crate::info::ReadbackInfo;
+use crate::kernel_image::KernelImage;
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
 use crate::raw::abi;
@@ -51,6 +52,8 @@ pub(crate) struct Slots {
     num_slots: usize,
     shape: LaunchShape,
     config: ReadbackConfig,
+    /// The library's image loaded in the context (the pack kernels'), as the driver has it.
+    image: KernelImage,
 }
 
 impl Slots {
@@ -60,6 +63,7 @@ impl Slots {
         driver::ensure_driver()?;
         driver::bind(ctx)?;
         let module = Module::library(ctx)?;
+        let image = module.image();
         let pack = module.function(c"srb_pack")?;
         let pack_buckets = module.function(c"srb_pack_buckets")?;
         let grid = pack_params::pack_grid(ctx, &plan.layout, cfg.max_blocks)?;
@@ -113,6 +117,7 @@ impl Slots {
             wait,
             shape,
             config: plan.config,
+            image,
         })
     }
 
@@ -156,6 +161,7 @@ impl Slots {
             launch_shape: self.shape,
             context: self.ctx.clone(),
             auto_staged_from: None,
+            kernel_image: self.image,
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, Weak};
 pub(crate) struct Module {
     ctx: Arc<CudaContext>,
     module: CUmodule,
+    /// The embedded image loaded: what the device runs, not what would be chosen now.
+    image: KernelImage,
 }
 
 // SAFETY: a CUmodule handle may be used from any thread that has its context current; every
@@ -68,15 +70,24 @@ impl Module {
         let (kernel_image, image) = set.select(major, minor, images::force_ptx_jit())?;
         // SAFETY: the committed images are complete cubins (16-byte aligned) or NUL-terminated
         // PTX, all 'static.
-        let module = unsafe { Self::load(ctx, image)? };
+        let module = unsafe { Self::load(ctx, image, kernel_image)? };
         Ok((module, kernel_image))
     }
 
-    /// Loads `image` into `ctx`.
+    /// The embedded image this module was loaded from.
+    pub(crate) fn image(&self) -> KernelImage {
+        self.image
+    }
+
+    /// Loads `image` (the embedded image `which`) into `ctx`.
     ///
     /// # Safety
     /// `image` is a complete cubin (16-byte aligned) or NUL-terminated PTX image.
-    unsafe fn load(ctx: &Arc<CudaContext>, image: &'static [u8]) -> Result<Arc<Self>> {
+    unsafe fn load(
+        ctx: &Arc<CudaContext>,
+        image: &'static [u8],
+        which: KernelImage,
+    ) -> Result<Arc<Self>> {
         driver::bind(ctx)?;
         // SAFETY: per the contract; the image outlives the module ('static).
         let module = unsafe { cudarc::driver::result::module::load_data(image.as_ptr().cast()) }
@@ -84,6 +95,7 @@ impl Module {
         Ok(Arc::new(Module {
             ctx: ctx.clone(),
             module,
+            image: which,
         }))
     }
 
