@@ -33,6 +33,11 @@ pub enum Error {
         minor: u32,
     },
     /// A CUDA driver call failed.
+    ///
+    /// Where the driver's error is a sticky one (an illegal address, an illegal instruction, an
+    /// unspecified launch failure, ...: a kernel faulted), the context is lost, as CUDA says:
+    /// every later call on it returns this error too, none hangs. Drop the context's tickets and
+    /// readbacks (their drops return), then restart the process (RELIABILITY.md, "Faults").
     #[error("{call} failed: {}", driver_message(source))]
     Cuda {
         /// The driver call, e.g. `cuLaunchKernelEx`.

@@ -25,6 +25,7 @@ pub const TESTS: &[Test] = test_support::tests![
     fault_append_wait_errors,
     fault_bucket_wait_errors,
     fault_graph_replay_wait_errors,
+    fault_then_every_call_errs,
 ];
 
 /// The variable that makes the test binary a child running one scenario.
@@ -70,6 +71,10 @@ fn fault_graph_replay_wait_errors() -> Result<()> {
     faults(&["fault_graph_replay"])
 }
 
+fn fault_then_every_call_errs() -> Result<()> {
+    faults(&["fault_every_call"])
+}
+
 fn scenario_main(name: &str) -> ! {
     child::scenario_exit(name, || match name {
         "fault_mapped_trailer" => fault_then_wait(Transport::Mapped, WaitMode::Trailer, false),
@@ -84,6 +89,7 @@ fn scenario_main(name: &str) -> ! {
         "fault_bucket_pack" => fault_bucket_pack(),
         "fault_bucket_append" => fault_bucket_append(),
         "fault_graph_replay" => fault_graph_replay(),
+        "fault_every_call" => fault_every_call(),
         other => Err(anyhow::anyhow!("unknown scenario {other}")),
     })
 }
@@ -144,6 +150,100 @@ fn fault_then_wait(t: Transport, w: WaitMode, with_timeout: bool) -> Result<()> 
     drop(data);
     drop(cnt);
     drop(stream);
+    println!("  dropping everything took {:?}", t1.elapsed());
+    Ok(())
+}
+
+/// After a device fault the context is lost (CUDA's sticky error): every call of the API on it
+/// returns a typed error, within the wait's bound, and none panics or hangs; only what reads
+/// host state (`info`, a ticket's `seq`) still answers. What a user does next is in
+/// RELIABILITY.md: drop everything of the context, then make a new process or reset the device.
+fn fault_every_call() -> Result<()> {
+    let ctx = sized_readback::device::open(0)?;
+    let module = Module::load(&ctx)?;
+    let stream = ctx.new_stream()?;
+    let data = stream.clone_htod(&[4u64; 64])?;
+    let cnt = stream.clone_htod(&[64u32])?;
+    let auto = ReadbackConfig::new(64).transport(Transport::Auto);
+    let rb = Readback::<u64>::with_config(&ctx, auto.clone())?;
+    let staged =
+        Readback::<u64>::with_config(&ctx, ReadbackConfig::new(64).transport(Transport::Staged))?;
+    let held = rb.enqueue(&stream, &data, &cnt)?;
+    ensure!(held.wait()?.count() == 64, "healthy first");
+    let mut schema = ColumnSchema::new();
+    schema.column::<u64>();
+    let graph = GraphReadback::new(&ctx, &schema, ReadbackConfig::new(64))?;
+    fault(&module, &stream)?;
+    // The wait that meets the fault first, on a readback enqueued behind it.
+    let t0 = Instant::now();
+    let r = staged
+        .enqueue(&stream, &data, &cnt)
+        .and_then(|t| t.wait_timeout(FAULT_WAIT).map(|o| o.count()));
+    expect_device_error("the first wait", t0, r)?;
+    let typed = |what: &str, r: sized_readback::Result<()>| -> Result<()> {
+        let t0 = Instant::now();
+        match r {
+            Err(e) => {
+                println!("  {what}: {e}");
+                ensure!(t0.elapsed() < FAULT_WAIT, "{what} took {:?}", t0.elapsed());
+                Ok(())
+            }
+            Ok(()) => bail!("{what} succeeded on a lost context"),
+        }
+    };
+    let cfg = ReadbackConfig::new(64);
+    typed("Readback::new", Readback::<u64>::new(&ctx, 64).map(drop))?;
+    typed(
+        "Readback::with_config (auto)",
+        Readback::<u64>::with_config(&ctx, auto).map(drop),
+    )?;
+    typed(
+        "AppendReadback::new",
+        AppendReadback::new(&ctx, &schema, cfg.clone()).map(drop),
+    )?;
+    typed(
+        "BucketReadback::new",
+        BucketReadback::new(&ctx, &schema, cfg.clone().buckets(2)).map(drop),
+    )?;
+    typed(
+        "GraphReadback::new",
+        GraphReadback::new(&ctx, &schema, cfg.clone()).map(drop),
+    )?;
+    // An event is a host-side driver object: the driver may still make one (it needs no
+    // device work); either answer is fine, a panic or hang is not.
+    match sized_readback::StreamJoin::new(&ctx) {
+        Ok(_) => println!("  StreamJoin::new: made (no device work)"),
+        Err(e) => println!("  StreamJoin::new: {e}"),
+    }
+    typed(
+        "enqueue, then wait",
+        rb.enqueue(&stream, &data, &cnt)
+            .and_then(|t| t.wait().map(drop)),
+    )?;
+    typed(
+        "enqueue_raw, then wait_timeout",
+        // SAFETY: the buffers are device memory of ctx, alive until this returns.
+        unsafe {
+            let (d, _gd) = data.device_ptr(&stream);
+            let (c, _gc) = cnt.device_ptr(&stream);
+            rb.enqueue_raw(&stream, None, d, 64, RawCount::u32(c))
+        }
+        .and_then(|t| t.wait_timeout(FAULT_WAIT).map(drop)),
+    )?;
+    typed("grow", rb.grow(128))?;
+    typed(
+        "GraphReadback::next_timeout",
+        graph.next_timeout(FAULT_WAIT).map(drop),
+    )?;
+    // Host state still answers: a ticket made before the fault, the settings.
+    ensure!(held.seq() == 1 && rb.info().capacity == 64);
+    let t1 = Instant::now();
+    drop((held, rb, staged, graph, data, cnt, stream));
+    ensure!(
+        t1.elapsed() < FAULT_WAIT,
+        "the drops took {:?}",
+        t1.elapsed()
+    );
     println!("  dropping everything took {:?}", t1.elapsed());
     Ok(())
 }
