@@ -1,7 +1,7 @@
 ! cout_format.f90: doubles as C++'s `std::cout << x` prints them by default (printf's %g with 6
 ! significant digits: 0.14, 1.14, 20.14, 123457, 1.23457e+06, 1e-05), for the seed's Fortran port
 ! (examples/seed_fortran.f90), whose output must match the C++ seed's line for line.
-! capi/tests/fortran.rs compares it with the crate's reference (format_like_cout) on many values.
+! capi/tests/fortran/compiled.rs compares it with the crate's reference (format_like_cout) on many values.
 module cout_format
   use, intrinsic :: iso_c_binding, only: c_double
   use, intrinsic :: ieee_arithmetic, only: ieee_is_nan, ieee_is_finite

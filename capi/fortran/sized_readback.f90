@@ -1,7 +1,7 @@
 ! sized_readback.f90: the Fortran interface of sized-readback's C API (module sized_readback).
 !
 ! Explicit bind(c) interfaces over every srb_* function of capi/include/sized_readback.h, under
-! the C names (capi/tests/fortran.rs checks that none is missing), the SRB_* codes, flags and
+! the C names (capi/tests/fortran/ checks that none is missing), the SRB_* codes, flags and
 ! count kinds as named constants, the append descriptor as a bind(c) type, a srb_check helper,
 ! and typed zero-copy views of a readout (srb_data_view, srb_bucket_data_view, srb_spill_view,
 ! srb_spill_bucket_view) as Fortran pointer arrays over the library's pinned host memory.

@@ -1,7 +1,7 @@
 //! `cargo xtask ci [CARGO-TEST-ARGS]`: every check, as CI runs it (`.ci/run`, through the
 //! README's test command `bash scripts/test.sh`), on a machine without a GPU or CUDA toolkit.
 //!
-//! Formatting, lints and the module import cycles; every test; then the install story and the packages: the library, its
+//! Formatting, lints, the module import cycles and the source files' length; every test; then the install story and the packages: the library, its
 //! tests and the seed build with Rust alone (the kernels and the slot bindings are committed);
 //! the packaged crate builds for a dependent and for docs.rs with no CUDA toolkit or libclang;
 //! the committed kernel images are regenerated and compared byte for byte, and their PTX
@@ -11,7 +11,8 @@
 //! mpicxx come from `.ci/run`; elsewhere a step whose tool is missing says so and skips, except
 //! under `SRB_CI=1`. Without a GPU the GPU tests are reported as ignored; with one, they run.
 use crate::{
-    cmd, cycles, dependent, dev_env, host_programs, install_capi, kernels, packages, python,
+    cmd, cycles, dependent, dev_env, file_length, host_programs, install_capi, kernels, packages,
+    python,
 };
 use anyhow::{ensure, Result};
 use std::path::Path;
@@ -33,6 +34,8 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     // No import cycle among capi/src's modules; src/engine's and python/src's are printed
     // until their cycles are gone (then cycles::ENFORCED takes them).
     cycles::ci(root)?;
+    // No source file over 700 lines (issue 32), generated ones aside.
+    file_length::check(root)?;
     // The README's tables of committed results against their JSON records.
     cmd::run(
         Command::new("python3")

@@ -13,6 +13,7 @@ mod count_kinds;
 mod cycles;
 mod dependent;
 mod dev_env;
+mod file_length;
 mod host_programs;
 mod images;
 mod install_capi;
