@@ -86,7 +86,7 @@ mod tests {
 
     /// A caller may keep the pointer across failures (C code reads it after the next call):
     /// it stays the same and readable, with the newest text, cut to the buffer. (The same
-    /// through failing `srb_` calls: capi/tests/capi.rs, `capi_argument_errors`.)
+    /// through failing `srb_` calls: capi/tests/capi/arguments.rs, `capi_argument_errors`.)
     #[test]
     fn the_error_pointer_is_stable_across_failures() {
         set_last_error("the readback handle is null");
