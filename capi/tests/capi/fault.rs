@@ -106,6 +106,47 @@ pub(crate) fn capi_fault_wait() -> Result<()> {
             "  flags {flags}: {at} returned SRB_ERR_CUDA after {took:?}: {}",
             last_error()
         );
+        // Every later call on the lost context: a code (SRB_ERR_CUDA where it reaches the
+        // device), within the wait's bound, never a hang or a crash.
+        let t2 = Instant::now();
+        let mut seq = 0;
+        let again = enqueue(rb, &mut seq);
+        let polled = if again == capi::SRB_OK {
+            // SAFETY: as above.
+            unsafe { capi::srb_poll(rb, seq) }
+        } else {
+            again
+        };
+        ensure!(
+            polled == capi::SRB_ERR_CUDA || polled == capi::SRB_NOT_READY,
+            "flags {flags}: the enqueue or poll after the fault gave {polled} ({})",
+            last_error()
+        );
+        if again == capi::SRB_OK {
+            let mut n = 0;
+            // SAFETY: as above.
+            let code = unsafe { capi::srb_wait(rb, seq, 20_000_000_000, &mut n) };
+            ensure!(
+                code == capi::SRB_ERR_CUDA,
+                "flags {flags}: a later wait gave {code}"
+            );
+        }
+        for (name, code) in creates_after_a_fault(&sizes) {
+            ensure!(
+                code == capi::SRB_ERR_CUDA,
+                "flags {flags}: {name} on a lost context gave {code} ({})",
+                last_error()
+            );
+        }
+        ensure!(
+            t2.elapsed() < Duration::from_secs(20),
+            "flags {flags}: the later calls took {:?}",
+            t2.elapsed()
+        );
+        println!(
+            "  flags {flags}: every later call returned its code after {:?}",
+            t2.elapsed()
+        );
         let t1 = Instant::now();
         // SAFETY: rb came from srb_create and is destroyed once.
         unsafe { capi::srb_destroy(rb) };
@@ -115,4 +156,31 @@ pub(crate) fn capi_fault_wait() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Each create function on device 0 (its primary context, lost), with its result code; a
+/// readback that was made anyway is destroyed.
+fn creates_after_a_fault(sizes: &[usize]) -> Vec<(&'static str, i32)> {
+    let mut out = Vec::new();
+    let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+    let mut keep = |name, code: i32, rb: &mut *mut capi::srb_readback| {
+        if !rb.is_null() {
+            // SAFETY: made by the create just called; destroyed once.
+            unsafe { capi::srb_destroy(*rb) };
+            *rb = std::ptr::null_mut();
+        }
+        out.push((name, code));
+    };
+    // SAFETY: valid sizes and out pointer.
+    unsafe {
+        let code = capi::srb_create(0, 16, 2, 1, sizes.as_ptr(), 0, &mut rb);
+        keep("srb_create", code, &mut rb);
+        let code = capi::srb_create(0, 16, 2, 1, sizes.as_ptr(), capi::SRB_FLAG_AUTO, &mut rb);
+        keep("srb_create (auto)", code, &mut rb);
+        let code = capi::srb_create_append(0, 16, 0, 2, 1, sizes.as_ptr(), 0, &mut rb);
+        keep("srb_create_append", code, &mut rb);
+        let code = capi::srb_create_buckets(0, 2, 16, 0, 2, 1, sizes.as_ptr(), 0, &mut rb);
+        keep("srb_create_buckets", code, &mut rb);
+    }
+    out
 }
