@@ -32,8 +32,17 @@ pub(crate) fn handle_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<usiz
             } else {
                 value.extract()?
             }
+        } else if let Ok(int) = v.getattr(intern!(py, "__int__")) {
+            int.call0()?.extract()?
         } else {
-            v.call_method0(intern!(py, "__int__"))?.extract()?
+            // Not a handle at all: a TypeError, as for the stream object itself.
+            return Err(PyTypeError::new_err(format!(
+                "a stream handle is an int, not {}",
+                v.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            )));
         };
         usize::try_from(h).map_err(|_| PyValueError::new_err(format!("{h} is not a stream handle")))
     };

@@ -19,7 +19,7 @@ use std::process::Command;
 
 #[derive(Subcommand)]
 pub enum Python {
-    /// Build the extension (maturin, release) and pip-install ./python with pytest and numpy.
+    /// Build the extension (maturin, release) and pip-install ./python with pytest, numpy and hypothesis.
     Install,
     /// Run pytest over python/tests (GPU tests are skipped without a GPU).
     Test {
@@ -44,7 +44,7 @@ pub fn task(root: &Path, what: Python) -> Result<()> {
     match what {
         Python::Install => {
             let path = build_tools(root, &py, &pip)?;
-            pip(&["pytest", "numpy"])?;
+            pip(&["pytest", "numpy", "hypothesis"])?;
             // --no-build-isolation: build with the maturin just installed (pinned), not a
             // fresh one.
             cmd::run(
