@@ -41,6 +41,7 @@ fn main() -> anyhow::Result<()> {
         threads: args.threads,
         seed: args.seed,
         progress_every: args.progress_every,
+        pause: None,
     };
     println!(
         "soak: {} readbacks, {} threads, seed {:#x}, device {}",

@@ -52,6 +52,11 @@ pub struct SoakConfig {
     pub seed: u64,
     /// Print a progress line every this many readbacks per thread (0: never).
     pub progress_every: u64,
+    /// A worker holds this lock shared while it makes its lanes, for each step, and while it
+    /// drops its lanes: a test that takes it exclusively runs with no soak driver call beside
+    /// it (the soak's synchronizing calls, such as freeing pinned slots, wait for all of the
+    /// device's work and hold other threads' driver calls meanwhile).
+    pub pause: Option<std::sync::Arc<std::sync::RwLock<()>>>,
 }
 
 /// What a run found.
@@ -224,6 +229,12 @@ fn worker(ctx: Arc<CudaContext>, id: usize, n: u64, cfg: &SoakConfig) -> Result<
         dev: Vec::new(),
         host: Vec::new(),
     };
+    let shared = || {
+        cfg.pause
+            .as_ref()
+            .map(|p| p.read().unwrap_or_else(|e| e.into_inner()))
+    };
+    let setup = shared();
     for s in 0..3u64 {
         let host = pattern::bytes(cfg.seed.wrapping_add(1000 * id as u64 + s), SOURCE_BYTES);
         sources.dev.push(stream.clone_htod(&host)?);
@@ -231,6 +242,7 @@ fn worker(ctx: Arc<CudaContext>, id: usize, n: u64, cfg: &SoakConfig) -> Result<
     }
     let mut lanes = lanes(&ctx, &stream, &mut rng)?;
     stream.synchronize()?;
+    drop(setup);
     let mut w = Worker {
         stream,
         sources,
@@ -239,7 +251,9 @@ fn worker(ctx: Arc<CudaContext>, id: usize, n: u64, cfg: &SoakConfig) -> Result<
     };
     for i in 0..n {
         let k = w.rng.below(lanes.len() as u64) as usize;
+        let step = shared();
         lanes[k].step(&mut w)?;
+        drop(step);
         if cfg.progress_every > 0 && (i + 1) % cfg.progress_every == 0 {
             eprintln!(
                 "soak thread {id}: {} enqueued, {} verified, {} mismatches",
@@ -250,6 +264,7 @@ fn worker(ctx: Arc<CudaContext>, id: usize, n: u64, cfg: &SoakConfig) -> Result<
             break; // something is badly wrong; the report says what
         }
     }
+    let _teardown = shared();
     for l in &mut lanes {
         l.drain(&mut w)?;
     }
