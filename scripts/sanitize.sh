@@ -25,6 +25,8 @@
 #   RACECHECK_SOAK_READBACKS, RACECHECK_PACK_FILTER, RACECHECK_BUCKETS_FILTER,
 #   RACECHECK_EMBEDDING_FILTER  racecheck's smaller soak and its test filters for the pack,
 #                      buckets and embedding runs (its Python subset: py_racecheck_tests)
+#   SANITIZE_SET       "kernels": only the small dedicated case of each library kernel, under
+#                      every tool (see below); unset: every run below
 #   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
 #                      are reported as not run
 # The device-fault tests (test-gpu's reliability::faults) are skipped: they plant an illegal
@@ -138,6 +140,27 @@ python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying
   (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" SRB_RELEASE_AT_EXIT=1 \
     run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${tests[@]}")
 }
+
+# SANITIZE_SET=kernels: one small dedicated case per kernel of the library under every tool
+# (the pack, the bucket pack, the staged sized copy's pack in its graph, an append kernel
+# through the header), each a test of test-gpu alone; nothing else runs. Racecheck without
+# programmatic dependent launch, as below.
+if [ "${SANITIZE_SET:-}" = kernels ]; then
+  for tool in $tools; do
+    (
+      pdl=1; [ "$tool" = racecheck ] && pdl=0
+      SIZED_READBACK_PDL=$pdl run kernel_pack "$tool" clean -- "$bin/test-gpu" --test-threads=1 pack::counts_at_the_edges
+      SIZED_READBACK_PDL=$pdl run kernel_bucket_pack "$tool" clean -- "$bin/test-gpu" --test-threads=1 buckets::pack_partitioned_data
+      SIZED_READBACK_PDL=$pdl run kernel_switch_pack "$tool" clean -- "$bin/test-gpu" --test-threads=1 staged_switch::rows_past_the_class_are_not_copied
+      SIZED_READBACK_PDL=$pdl run kernel_append "$tool" clean -- "$bin/test-gpu" --test-threads=1 append::counts_at_the_edges
+    ) &
+  done
+  wait
+  [ -e "$logs/FAILED" ] && fail=1
+  tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
+  echo "sanitize (kernels): $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  exit $fail
+fi
 
 # One sequence of runs per tool; the tools run at the same time (separate processes and
 # contexts; the GPU time-slices them), so the whole takes about as long as the slowest tool.
