@@ -11,7 +11,7 @@ import pytest
 import sized_readback as srb
 from sized_readback import _native
 
-from test_nogpu import CAI, FakeDLPack, parse
+from test_nogpu_arguments import CAI, FakeDLPack, parse
 
 
 class PropCAI:
