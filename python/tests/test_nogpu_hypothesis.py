@@ -29,10 +29,15 @@ from conftest import HAVE_GPU  # noqa: E402
 
 #: Examples per test: enough to cover the edges, bounded so the module runs in seconds.
 EXAMPLES = 300
-FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same examples every run, so CI cannot pass one run and fail the next.
+FAST = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow])
 
 TYPED = (srb.ReadbackError, ValueError, TypeError, OverflowError)
 NO_DEVICE = (srb.DriverNotFoundError, srb.NoDeviceError)
+# Refused from the settings alone, before the device is opened: a sized copy asked of a
+# readback that copies nothing (mapped) or cannot have one (appends).
+BEFORE_THE_DEVICE = (srb.SizedCopyUnavailableError,)
 
 
 def outcome(f, *args, **kwargs):
@@ -144,7 +149,7 @@ def test_any_settings_give_a_readback_or_a_typed_error(cls):
             return
         assert_typed(r, f"{cls.__name__}({kw})")
         if not HAVE_GPU and isinstance(r, RuntimeError):
-            assert isinstance(r, NO_DEVICE), f"{cls.__name__}({kw}): {type(r).__name__} {r}"
+            assert isinstance(r, NO_DEVICE + BEFORE_THE_DEVICE), f"{cls.__name__}({kw}): {type(r).__name__} {r}"
 
     run()
 
