@@ -28,7 +28,9 @@ pub const STAGED_MIN_FILL_PERMILLE: usize = 937;
 /// staged slots; `None` where no count within the capacity does (then it makes none).
 pub(crate) fn staged_from(capacity: usize, row_bytes: usize) -> Option<usize> {
     let by_bytes = STAGED_MIN_BYTES.div_ceil(row_bytes.max(1));
-    let by_fill = (capacity.saturating_mul(STAGED_MIN_FILL_PERMILLE)).div_ceil(1000);
+    // In u128: a capacity times 937 overflows usize above about 2e16 rows.
+    let by_fill = (capacity as u128 * STAGED_MIN_FILL_PERMILLE as u128).div_ceil(1000);
+    let by_fill = usize::try_from(by_fill).unwrap_or(usize::MAX);
     let from = by_bytes.max(by_fill).max(1);
     (from <= capacity).then_some(from)
 }
@@ -51,6 +53,12 @@ mod tests {
         // Wide rows reach the bytes sooner; the fill still holds.
         assert_eq!(staged_from(1 << 16, 256), Some(61_408));
         assert_eq!(staged_from(0, 8), None);
+        // Capacities whose 937-fold overflows usize: still 0.937 of the capacity.
+        let cap = 1usize << 60;
+        assert_eq!(
+            staged_from(cap, 8),
+            Some((cap as u128 * 937).div_ceil(1000) as usize)
+        );
         assert_eq!(staged_from(usize::MAX, 0).map(|f| f > 0), Some(true));
     }
 }

@@ -113,10 +113,11 @@ impl SetPlans {
         if staged.wait == WaitMode::Trailer {
             staged.wait = WaitMode::Auto;
         }
-        let staged = match auto::staged_from(config.capacity, first.layout.row_bytes()) {
-            Some(from) => Some((plan(&staged)?, from)),
-            None => None,
-        };
+        // Checked whether or not this capacity makes the set, so that settings `new` accepts
+        // are not refused by a `grow` that reaches the threshold.
+        let staged_plan = plan(&staged)?;
+        let staged = auto::staged_from(config.capacity, first.layout.row_bytes())
+            .map(|from| (staged_plan, from));
         Ok(SetPlans { first, staged })
     }
 
@@ -339,7 +340,7 @@ impl ColumnReadback {
             second,
             |engine| engine.enqueue_tracked(stream, after, sources, count, None::<&C>),
         )?;
-        Ok(self.ticket(core, sets.staged.is_some()))
+        Ok(self.ticket(core))
     }
 
     /// Enqueues a readback from raw device addresses (`sources[i]` is column `i`), for
@@ -407,7 +408,7 @@ impl ColumnReadback {
             // SAFETY: as above, on the other set.
             |engine| unsafe { engine.enqueue_raw(stream, after, pack) },
         )?;
-        Ok(self.ticket(core, sets.staged.is_some()))
+        Ok(self.ticket(core))
     }
 
     /// The transport of the slots the next enqueue tries first: the readback's, or under
@@ -419,16 +420,14 @@ impl ColumnReadback {
         first.transport()
     }
 
-    /// The ticket of `core`, numbered across both sets where there are two.
-    fn ticket(&self, core: TicketCore, two_sets: bool) -> ColumnTicket {
-        let core = if two_sets {
-            core.observed(Observed {
-                seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
-                last_count: self.last_count.clone(),
-            })
-        } else {
-            core
-        };
+    /// The ticket of `core`, numbered by the readback (from 1, across both sets of
+    /// [`Transport::Auto`] and across `grow`, whose new slots number their own from 1 again),
+    /// and observed: its wait leaves the count it read back for the next enqueue's choice.
+    fn ticket(&self, core: TicketCore) -> ColumnTicket {
+        let core = core.observed(Observed {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed) + 1,
+            last_count: self.last_count.clone(),
+        });
         ColumnTicket::from_core(core, self.schema.clone())
     }
 }
@@ -454,3 +453,38 @@ const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<ColumnReadback>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_f64() -> ColumnSchema {
+        let mut s = ColumnSchema::new();
+        s.column::<f64>();
+        s
+    }
+
+    /// Under Auto the staged set's settings are checked whatever the capacity: settings a
+    /// small readback accepts are not refused by a grow that reaches the staged threshold.
+    #[test]
+    fn auto_checks_the_staged_set_at_every_capacity() {
+        let bad = |cap| {
+            ReadbackConfig::new(cap)
+                .transport(Transport::Auto)
+                .staged_copy(crate::StagedCopy::Sized)
+                .programmatic_launch(true)
+        };
+        for cap in [1000, 1 << 20] {
+            let e = ColumnReadback::check(&one_f64(), &bad(cap)).unwrap_err();
+            assert!(
+                matches!(e, Error::SizedCopyUnavailable { .. }),
+                "{cap}: {e:?}"
+            );
+        }
+        let auto = |cap| ReadbackConfig::new(cap).transport(Transport::Auto);
+        let plans = SetPlans::new(&one_f64(), &auto(1000)).unwrap();
+        assert!(plans.staged.is_none(), "no staged set below the threshold");
+        let plans = SetPlans::new(&one_f64(), &auto(1 << 20)).unwrap();
+        assert_eq!(plans.staged.map(|(_, from)| from), Some(1 << 20));
+    }
+}

@@ -20,8 +20,10 @@ pub enum Transport {
     /// [`crate::ReadbackInfo::auto_staged_from`] gives the count from which it is the staged
     /// one, [`crate::ColumnTicket::transport`] which set a ticket went to. The staged slots
     /// wait on their event whatever the wait mode; `staged_copy` is theirs. The thresholds are
-    /// measured, not guessed: [`crate::auto`]. Every other readback type has one slot set and
-    /// takes the mapped transport.
+    /// measured, not guessed: [`crate::auto`]. Each set has `slots` slots, so up to twice as
+    /// many readbacks may be held; [`crate::ReadbackInfo`]'s `slots` and `wait_mode`, and
+    /// [`crate::Error::SlotsExhausted`]'s count, are the mapped set's. Every other readback type
+    /// has one slot set and takes the mapped transport.
     Auto,
 }
 

@@ -62,7 +62,13 @@ pub fn bind(ctx: &CudaContext) -> Result<()> {
 /// # drop(rb); Ok(()) }
 /// ```
 ///
-/// A guard made before the driver is loaded (no context opened yet) restores nothing.
+/// A guard made before the driver is loaded (no context opened yet) restores nothing. The
+/// saved context must outlive the guard: a caller that destroys it meanwhile (a context of its
+/// own, not a device's primary one) forgets the guard (`std::mem::forget`) instead of dropping
+/// it. The
+/// saved context must outlive the guard: a caller that destroys it meanwhile (a context of its
+/// own, not a device's primary one) forgets the guard (`std::mem::forget`) instead of dropping
+/// it.
 #[derive(Debug)]
 pub struct ContextGuard {
     /// The context to make current again (null: none), if any.

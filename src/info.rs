@@ -26,7 +26,7 @@ pub struct ReadbackInfo {
     /// Rows (elements of every column) one slot holds; per bucket, bucketed.
     pub capacity: usize,
     /// Number of slots: readbacks in flight or held at once (for a graph readback, how many
-    /// replays may run ahead of the host).
+    /// replays may run ahead of the host). Per set under [`Transport::Auto`], which has two.
     pub slots: usize,
     /// Buckets of a slot (1 unless bucketed).
     pub buckets: usize,

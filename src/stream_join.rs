@@ -4,7 +4,7 @@ use crate::raw::driver;
 use crate::raw::event::Event;
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaContext;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Makes work enqueued next on one stream wait for the work already on another, on raw
 /// `CUstream` handles (a framework's streams: PyTorch's current stream, a DLPack producer's):
@@ -12,10 +12,12 @@ use std::sync::Arc;
 /// raw enqueues take one event to wait for ([`crate::ColumnReadback::enqueue_raw_stream`]'s
 /// `after`); a readback whose columns come from several producer streams joins the rest with
 /// this first. One join serves any number of producers in turn: a stream's wait takes the
-/// event's state at the time of the wait.
+/// event's state at the time of the wait. Joins from several threads take turns (a record and
+/// its wait are one step: another thread's record between them would make the consumer wait
+/// for the wrong producer).
 #[derive(Debug)]
 pub struct StreamJoin {
-    event: Event,
+    event: Mutex<Event>,
 }
 
 impl StreamJoin {
@@ -26,7 +28,7 @@ impl StreamJoin {
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
         driver::ensure_driver()?;
         Ok(StreamJoin {
-            event: Event::new(ctx)?,
+            event: Mutex::new(Event::new(ctx)?),
         })
     }
 
@@ -40,10 +42,13 @@ impl StreamJoin {
     /// `producer` and `consumer` are live streams of this join's context (or the legacy or
     /// per-thread default stream's handle), and that context is current on this thread.
     pub unsafe fn join(&self, consumer: CUstream, producer: CUstream) -> Result<()> {
-        // SAFETY: per the contract; the event is live and of the streams' context.
+        // A poisoned lock guards no broken state: the event is only recorded and waited on.
+        let event = self.event.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: per the contract; the event is live and of the streams' context, and no
+        // other join records it until this one's wait is enqueued (the lock).
         unsafe {
-            self.event.record(producer)?;
-            driver::stream_wait_event(consumer, self.event.raw())
+            event.record(producer)?;
+            driver::stream_wait_event(consumer, event.raw())
         }
     }
 
@@ -55,12 +60,13 @@ impl StreamJoin {
     /// # Safety
     /// As [`StreamJoin::join`], for `stream`.
     pub unsafe fn record(&self, stream: CUstream) -> Result<()> {
+        let event = self.event.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: per the contract.
-        unsafe { self.event.record(stream) }
+        unsafe { event.record(stream) }
     }
 }
 
-// Joins are shared between threads as an event is: the driver serializes its records.
+// Joins are shared between threads: each join holds the event's lock from record to wait.
 const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<StreamJoin>();

@@ -68,7 +68,7 @@ fn create_config(
     if copy_flags != 0 && flags & (SRB_FLAG_STAGED | SRB_FLAG_AUTO) == 0 {
         return Err(invalid_config(
             "SRB_FLAG_STAGED_WHOLE and SRB_FLAG_STAGED_SIZED choose the staged transport's copy: \
-             they need SRB_FLAG_STAGED or SRB_FLAG_AUTO",
+             they need SRB_FLAG_STAGED (or, for srb_create, SRB_FLAG_AUTO)",
         ));
     }
     let staged_copy = match copy_flags {

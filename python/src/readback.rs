@@ -27,8 +27,8 @@ pub struct Readback {
     rb: ManuallyDrop<ColumnReadback>,
     /// Bumped by every `grow`: the slot sets of tickets handed out before are others.
     generation: AtomicU64,
-    /// The last `seq` handed out: one numbering for both slot sets of `transport="auto"`
-    /// (the core numbers each set on its own; its numbers stay internal).
+    /// The last `seq` handed out: the binding's own numbering of its tickets (the core's
+    /// tickets are numbered by their readback too; these stay the binding's, from 1).
     next_seq: AtomicU64,
     shared: Arc<Shared>,
     specs: Arc<Vec<ColSpec>>,

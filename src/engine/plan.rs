@@ -96,7 +96,8 @@ impl SlotPlan {
         // One slot set has one transport: under Auto it is the mapped one, fastest at every
         // count measured but a nearly full large slot (which only a readback with a second,
         // staged set can choose per enqueue: `crate::auto`).
-        if cfg.transport == Transport::Auto {
+        let asked_auto = cfg.transport == Transport::Auto;
+        if asked_auto {
             cfg.transport = Transport::Mapped;
         }
         let cfg = cfg;
@@ -157,7 +158,7 @@ impl SlotPlan {
                  must not overlap",
             ));
         }
-        let copy = copy_plan(&layout, &cfg, sequencing, filler)?;
+        let copy = copy_plan(&layout, &cfg, sequencing, filler, asked_auto)?;
         Ok(SlotPlan {
             layout,
             total,
@@ -170,12 +171,14 @@ impl SlotPlan {
 
 /// Which staged copy `cfg` asks for, given the readback's kind: the sized copy serves the
 /// host-sequenced pack of one bucket (its kernel sets the size class); appends, bucket packs
-/// and graph replay keep the whole-slot copy (or none, mapped).
+/// and graph replay keep the whole-slot copy (or none, mapped). `asked_auto`: the settings
+/// asked for [`Transport::Auto`], which a single slot set takes as mapped.
 fn copy_plan(
     layout: &SlotLayout,
     cfg: &ReadbackConfig,
     sequencing: Sequencing,
     filler: Filler,
+    asked_auto: bool,
 ) -> Result<CopyPlan> {
     let unavailable = |reason: &str| {
         if cfg.staged_copy == StagedCopy::Sized {
@@ -191,8 +194,13 @@ fn copy_plan(
         Transport::Mapped | Transport::Auto => {
             return if cfg.staged_copy == StagedCopy::Sized {
                 Err(Error::SizedCopyUnavailable {
-                    reason: "the mapped transport copies nothing (ask for the staged transport)"
-                        .into(),
+                    reason: if asked_auto {
+                        "this readback has one slot set, which the auto transport makes mapped, \
+                         and the mapped transport copies nothing (ask for the staged transport)"
+                    } else {
+                        "the mapped transport copies nothing (ask for the staged transport)"
+                    }
+                    .into(),
                 })
             } else {
                 Ok(CopyPlan::None)
@@ -308,6 +316,15 @@ mod tests {
             Filler::Pack,
         )
         .unwrap();
+        // A sized copy asked of one slot set under Auto: refused, naming the auto transport.
+        let sized = auto.staged_copy(StagedCopy::Sized);
+        let one = BucketTable::IfBucketed;
+        match SlotPlan::new(&[8], &sized, Sequencing::Host, one, Filler::Append) {
+            Err(Error::SizedCopyUnavailable { reason }) => {
+                assert!(reason.contains("auto transport makes mapped"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

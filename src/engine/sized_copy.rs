@@ -140,13 +140,30 @@ impl SizedCopy {
 }
 
 /// `e`, from [`SizedCopy::new`], as the error a readback that cannot have the sized copy
-/// gets: a driver call that failed (the kernel image, a graph, its upload) makes the sized copy
-/// unavailable, with the driver's error in the reason; any other error passes unchanged.
+/// gets: a driver that refuses what the sized copy needs (its kernel image, a conditional node,
+/// the graph) makes it unavailable, with the driver's error in the reason. Any other error
+/// passes unchanged, a driver error too: out of memory or a lost context is not a missing
+/// feature, and the whole-slot copy that `Auto` would fall back to would hide it.
 pub(crate) fn unavailable(e: Error) -> Error {
+    use cudarc::driver::sys::CUresult as R;
     match e {
-        Error::Cuda { .. } => Error::SizedCopyUnavailable {
-            reason: format!("the driver could not build it ({e})"),
-        },
+        Error::Cuda { ref source, .. }
+            if matches!(
+                source.0,
+                R::CUDA_ERROR_NOT_SUPPORTED
+                    | R::CUDA_ERROR_INVALID_VALUE
+                    | R::CUDA_ERROR_INVALID_PTX
+                    | R::CUDA_ERROR_INVALID_IMAGE
+                    | R::CUDA_ERROR_NO_BINARY_FOR_GPU
+                    | R::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+                    | R::CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+                    | R::CUDA_ERROR_NOT_FOUND
+            ) =>
+        {
+            Error::SizedCopyUnavailable {
+                reason: format!("the driver could not build it ({e})"),
+            }
+        }
         e => e,
     }
 }
@@ -181,6 +198,17 @@ mod tests {
         );
         let other = unavailable(Error::config("too many size classes"));
         assert!(matches!(other, Error::InvalidConfig { .. }), "{other:?}");
+        // Out of memory, or a lost context, is not a missing feature: it passes as it is.
+        for code in [
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        ] {
+            let e = unavailable(Error::Cuda {
+                call: "cuGraphUpload",
+                source: DriverError(code),
+            });
+            assert!(matches!(e, Error::Cuda { .. }), "{code:?}: {e:?}");
+        }
     }
 
     #[test]
