@@ -4,7 +4,9 @@ use crate::driver::CtxGuard;
 use crate::errors::IntoPy;
 use crate::info::{self, Facts};
 use crate::keep::Keep;
-use crate::settings::{check_capacity, check_settings, check_staged_copy, transport_name};
+use crate::settings::{
+    check_capacity, check_settings, check_staged_copy, transport_name, IntSetting,
+};
 use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
 use crate::stream::handle_of;
@@ -72,22 +74,23 @@ impl AppendReadback {
 #[pymethods]
 impl AppendReadback {
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", spill=None, staged_copy="auto"))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(2), device=IntSetting(0), transport="mapped", spill=None, staged_copy="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        capacity: i64,
+        capacity: IntSetting,
         dtype: Option<&Bound<'_, PyAny>>,
         columns: Option<&Bound<'_, PyAny>>,
-        slots: i64,
-        device: i64,
+        slots: IntSetting,
+        device: IntSetting,
         transport: &str,
-        spill: Option<i64>,
+        spill: Option<IntSetting>,
         staged_copy: &str,
     ) -> PyResult<Self> {
         let (capacity, slots, device, transport) =
-            check_settings(capacity, slots, device, transport)?;
+            check_settings(capacity.0, slots.0, device.0, transport)?;
         let staged_copy = check_staged_copy(staged_copy)?;
+        let spill = spill.map(|s| s.0);
         if spill.is_some_and(|s| s < 0) {
             return Err(PyValueError::new_err("spill must be 0 or more rows"));
         }
@@ -153,9 +156,9 @@ impl AppendReadback {
         info::dict(py, &facts)
     }
     /// Replaces the slots with ones of `capacity` rows (after an `AppendOverflowError`).
-    fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
+    fn grow(&self, py: Python<'_>, capacity: IntSetting) -> PyResult<()> {
         let _restore = CtxGuard::save();
-        self.rb.grow(check_capacity(capacity)?).py_err(py)
+        self.rb.grow(check_capacity(capacity.0)?).py_err(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

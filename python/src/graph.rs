@@ -6,7 +6,7 @@ use crate::errors::{make, to_py, IntoPy};
 use crate::info::{self, Facts};
 use crate::inputs::inputs;
 use crate::readout::{column_bytes, HeldSlot, Holder, Readout};
-use crate::settings::check_settings;
+use crate::settings::{check_settings, IntSetting};
 use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
 use crate::wait_clock::WaitClock;
@@ -99,16 +99,16 @@ impl GraphReadback {
 #[pymethods]
 impl GraphReadback {
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=8, device=0))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(8), device=IntSetting(0)))]
     fn new(
         py: Python<'_>,
-        capacity: i64,
+        capacity: IntSetting,
         dtype: Option<&Bound<'_, PyAny>>,
         columns: Option<&Bound<'_, PyAny>>,
-        slots: i64,
-        device: i64,
+        slots: IntSetting,
+        device: IntSetting,
     ) -> PyResult<Self> {
-        let (capacity, slots, device, _) = check_settings(capacity, slots, device, "mapped")?;
+        let (capacity, slots, device, _) = check_settings(capacity.0, slots.0, device.0, "mapped")?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let config = ReadbackConfig::new(capacity)
             .slots(slots)

@@ -6,7 +6,9 @@ use crate::info::{self, AutoFacts, Facts};
 use crate::inputs::{count_kind_named, inputs};
 use crate::keep::Keep;
 use crate::profile;
-use crate::settings::{check_capacity, check_settings, check_staged_copy, transport_name};
+use crate::settings::{
+    check_capacity, check_settings, check_staged_copy, transport_name, IntSetting,
+};
 use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
 use crate::ticket::Ticket;
@@ -115,23 +117,23 @@ impl Readback {
     /// 7.0; `SizedCopyUnavailableError` for `staged_copy="sized"` where the driver lacks it;
     /// `CudaError` when an allocation or the kernel's loading fails.
     #[new]
-    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=2, device=0, transport="mapped", staged_copy="auto"))]
+    #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(2), device=IntSetting(0), transport="mapped", staged_copy="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        capacity: i64,
+        capacity: IntSetting,
         dtype: Option<&Bound<'_, PyAny>>,
         columns: Option<&Bound<'_, PyAny>>,
-        slots: i64,
-        device: i64,
+        slots: IntSetting,
+        device: IntSetting,
         transport: &str,
         staged_copy: &str,
     ) -> PyResult<Self> {
         let is_auto = transport == "auto";
         let (capacity, slots, device, transport) = check_settings(
-            capacity,
-            slots,
-            device,
+            capacity.0,
+            slots.0,
+            device.0,
             if is_auto { "mapped" } else { transport },
         )?;
         let staged_copy = check_staged_copy(staged_copy)?;
@@ -277,9 +279,9 @@ impl Readback {
     /// the device data is untouched, enqueue again). Tickets already handed out keep theirs.
     /// Raises `ConfigError` for a capacity below 1, `CudaError` when an allocation fails (the
     /// slots then stay as they were).
-    fn grow(&self, py: Python<'_>, capacity: i64) -> PyResult<()> {
+    fn grow(&self, py: Python<'_>, capacity: IntSetting) -> PyResult<()> {
         let _restore = CtxGuard::save();
-        let capacity = check_capacity(capacity)?;
+        let capacity = check_capacity(capacity.0)?;
         self.rb.grow(capacity).py_err(py)?;
         self.generation.fetch_add(1, Ordering::Relaxed);
         Ok(())

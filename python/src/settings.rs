@@ -77,3 +77,25 @@ pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
         _ => Some("whole"),
     }
 }
+
+/// An integer setting (capacity, slots, device, spill) as Python passes it: any int. One past
+/// the range of `i64` saturates, so that the settings' own checks refuse it with a
+/// `ConfigError` that names it, as they refuse any other out-of-range value (an `OverflowError`
+/// from the conversion would name neither the setting nor the rule). Not an int: `TypeError`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IntSetting(pub(crate) i64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for IntSetting {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        match obj.extract::<i64>() {
+            Ok(v) => Ok(IntSetting(v)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
+                let positive = obj.gt(0)?;
+                Ok(IntSetting(if positive { i64::MAX } else { i64::MIN }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -156,3 +156,17 @@ def test_wait_timeouts_too_large_for_the_clock_mean_no_limit(timeout, limit):
 def test_wait_timeouts_below_zero_or_nan_are_refused(timeout):
     with pytest.raises(ValueError, match="non-negative number of seconds"):
         _native._wait_limit(timeout)
+
+
+def test_settings_past_64_bits_are_config_errors():
+    # Python ints have no bound: one past i64 is refused by the setting's own rule, naming it.
+    for kw in (dict(capacity=2**64), dict(capacity=8, slots=2**70), dict(capacity=8, device=-(2**80))):
+        with pytest.raises(srb.ConfigError) as e:
+            srb.Readback(dtype="f8", **kw)
+        assert not isinstance(e.value, OverflowError), e.value
+    with pytest.raises(srb.ConfigError):
+        srb.AppendReadback(8, dtype="f8", spill=2**65)
+    with pytest.raises(srb.ConfigError):
+        srb.GraphReadback(2**63, dtype="f8")
+    with pytest.raises(TypeError):
+        srb.Readback("8", dtype="f8")
