@@ -42,6 +42,12 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
             .args(["scripts/readme-tables.py", "--check"])
             .current_dir(root),
     )?;
+    // results/README.md, the index of committed runs, against the records (and its self-test).
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/results-index.py", "--self-test", "--check"])
+            .current_dir(root),
+    )?;
     if has("clippy") {
         cmd::run(cargo().args([
             "clippy",
