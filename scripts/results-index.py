@@ -188,7 +188,7 @@ def check(root, quiet=False):
     print(f"results-index: {readme} is stale: {removed} line(s) differ from what the records give "
           f"({added} would be written); run `python3 scripts/results-index.py`", file=sys.stderr)
     for line in diff[:40]:
-        print("  " + line[:200], file=sys.stderr)
+        print("  " + line, file=sys.stderr)
     if len(diff) > 40:
         print(f"  ... {len(diff) - 40} more diff lines", file=sys.stderr)
     return 1
