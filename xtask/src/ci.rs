@@ -48,6 +48,12 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
             .args(["scripts/results-index.py", "--self-test", "--check"])
             .current_dir(root),
     )?;
+    // The pictures of committed runs (docs/pictures/*.svg) against their records.
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/pictures.py", "--check"])
+            .current_dir(root),
+    )?;
     if has("clippy") {
         cmd::run(cargo().args([
             "clippy",
