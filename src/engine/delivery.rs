@@ -3,18 +3,15 @@
 //! deliveries apart. Everything that differs between them (the memory the kernels write,
 //! whether the host slots are device-mapped, the pack's graph, the copy after the pack, the
 //! default wait) is a method here, matched exhaustively.
-use super::pack_params::{pack_params, PackTarget, SlotAt};
 use super::plan::{CopyPlan, SlotPlan};
 use super::sized_copy::{self, SizedCopy};
 use crate::config::{StagedCopy, Transport, WaitMode};
-use crate::element::CountKind;
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
 use crate::layout::SlotLayout;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::driver;
 use crate::raw::switch_graph;
-use crate::source::RawCount;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 use cudarc::driver::CudaContext;
 use std::sync::Arc;
@@ -87,24 +84,14 @@ impl Delivery {
                     programmatic: false,
                     ..shape
                 };
-                let target = PackTarget {
-                    slots: staging.ptr(),
-                    slot_sync: sync,
-                    num_slots: plan.config.slots,
-                };
-                let layout = &plan.layout;
                 let sized = SizedCopy::new(
                     ctx,
-                    layout,
+                    &plan.layout,
                     plan.config.slots,
                     graph_shape,
                     &host,
                     &staging,
-                    |slot| {
-                        let placeholder = RawCount::new(0, CountKind::U64);
-                        let at = SlotAt::Host { seq: 0, slot };
-                        pack_params(layout, target, &[], placeholder, at)
-                    },
+                    sync,
                 );
                 match sized.map_err(sized_copy::unavailable) {
                     Ok(sized) => (

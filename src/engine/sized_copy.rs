@@ -13,6 +13,8 @@
 //! append header and the C API read the same bytes: a body holds one copy per column and one
 //! of the trailer, run side by side, with neighbours less than a column alignment apart merged
 //! into one (the top class is one copy of the whole slot).
+use super::pack_params::{pack_params, PackTarget, SlotAt};
+use crate::element::CountKind;
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
 use crate::layout::{SlotLayout, COLUMN_ALIGN};
@@ -20,6 +22,8 @@ use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::module::{Kernel, Module};
 use crate::raw::switch_graph::{self, HostCopy, SwitchGraph};
+use crate::source::RawCount;
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaContext;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -66,9 +70,9 @@ pub(crate) struct SizedCopy {
 
 impl SizedCopy {
     /// Builds, instantiates and uploads the graph of every one of `num_slots` slots, copying
-    /// from `staging` to `host`. `params` gives a slot's pack parameters (the sources and the
-    /// count are set per enqueue; the first graph's are placeholders). Returns, with or without
-    /// an error, once the uploads it enqueued are done.
+    /// from `staging` to `host`, whose packs use the sync records at `slot_sync`. Each graph's
+    /// kernel node starts with placeholder sources and count, set per enqueue. Returns, with or
+    /// without an error, once the uploads it enqueued are done.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         layout: &SlotLayout,
@@ -76,8 +80,14 @@ impl SizedCopy {
         shape: LaunchShape,
         host: &PinnedBuffer,
         staging: &DeviceBuffer,
-        params: impl Fn(usize) -> abi::srb_pack_params,
+        slot_sync: CUdeviceptr,
     ) -> Result<Self> {
+        let target = PackTarget {
+            slots: staging.ptr(),
+            slot_sync,
+            num_slots,
+        };
+        let placeholder = RawCount::new(0, CountKind::U64);
         let module = Module::switch(ctx)?;
         let kernel: Kernel = module.function(c"srb_pack_switch")?;
         let classes: Vec<Vec<(usize, usize)>> = (0..size_classes(layout.capacity()))
@@ -103,7 +113,8 @@ impl SizedCopy {
                         .collect()
                 })
                 .collect();
-            let mut p = params(slot);
+            let at = SlotAt::Host { seq: 0, slot };
+            let mut p = pack_params(layout, target, &[], placeholder, at);
             let param = (&mut p as *mut abi::srb_pack_params).cast::<c_void>();
             // SAFETY: the context is bound by the caller (Slots::new) and is the kernel's;
             // srb_pack_switch takes srb_pack_params then the handle; the copies lie inside the

@@ -2,7 +2,7 @@
 //! comparison harness. [`BareSizedCopy`] is the library's own graph (`[srb_pack_switch] ->
 //! SWITCH`, body `k` copying `min(2^k, capacity)` rows and the trailer device -> host) and
 //! kernel, built by [`SizedCopy::new`] for the slots of one `f64` column, with the pack
-//! parameters and grid the engine computes ([`slots::pack_params`], [`pack_params::pack_grid`]).
+//! parameters and grid the engine computes (`pack_params::pack_params`, `pack_params::pack_grid`).
 //! Launches take the slots in turn, as a readback's ring does, so the floor's copies land in as
 //! much host memory as the readback's. What it leaves out is the readback engine: no ring
 //! bookkeeping, no tickets, no event per slot, no trailer or sequence wait, no checks of what a
@@ -76,21 +76,8 @@ impl BareSizedCopy {
             block: abi::SRB_PACK_THREADS,
             programmatic: false,
         };
-        let target = PackTarget {
-            slots: staging.ptr(),
-            slot_sync: sync.ptr(),
-            num_slots,
-        };
-        let sized = SizedCopy::new(ctx, &layout, num_slots, shape, &host, &staging, |slot| {
-            pack_params::pack_params(
-                &layout,
-                target,
-                &[],
-                RawCount::new(0, CountKind::U64),
-                SlotAt::Host { seq: 0, slot },
-            )
-        })
-        .map_err(sized_copy::unavailable)?;
+        let sized = SizedCopy::new(ctx, &layout, num_slots, shape, &host, &staging, sync.ptr())
+            .map_err(sized_copy::unavailable)?;
         Ok(BareSizedCopy {
             ctx: ctx.clone(),
             layout,
