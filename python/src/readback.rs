@@ -309,7 +309,7 @@ impl Readback {
         info::dict(
             py,
             &Facts {
-                auto: self.is_auto().then(|| AutoFacts::of(&core)),
+                auto: (core.transport == Transport::Auto).then(|| AutoFacts::of(&core)),
                 core,
                 device: self.shared.device,
             },
