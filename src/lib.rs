@@ -49,6 +49,7 @@
 // test and tool targets share helper modules that it would flag.
 #![deny(unreachable_pub)]
 
+pub mod allocations;
 pub mod append;
 pub mod auto;
 mod buckets;

@@ -1,6 +1,7 @@
 //! Owned buffers: pinned host memory (optionally mapped into the device's address space) and
 //! device memory. Both free themselves on drop with their context bound.
 use super::driver;
+use crate::allocations::{DEVICE, PINNED};
 use crate::error::Result;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::CudaContext;
@@ -16,6 +17,7 @@ pub(crate) struct PinnedBuffer {
     ctx: Arc<CudaContext>,
     host: *mut u8,
     device: CUdeviceptr,
+    len: usize,
 }
 
 // SAFETY: the buffer is plain memory owned by this value; the raw pointer is only an address.
@@ -32,14 +34,17 @@ impl PinnedBuffer {
         if mapped {
             flags |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
         }
+        let len = len.max(1);
         // SAFETY: the context is current; the memory is initialized below before any use.
-        let host = unsafe { driver::host_alloc(len.max(1), flags)? };
-        // SAFETY: host points to len.max(1) writable bytes just allocated.
-        unsafe { std::ptr::write_bytes(host, 0, len.max(1)) };
+        let host = unsafe { driver::host_alloc(len, flags)? };
+        PINNED.made(len);
+        // SAFETY: host points to len writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(host, 0, len) };
         let mut buf = PinnedBuffer {
             ctx: ctx.clone(),
             host,
             device: 0,
+            len,
         };
         if mapped {
             // SAFETY: host was allocated with DEVICEMAP in the current context.
@@ -64,6 +69,7 @@ impl Drop for PinnedBuffer {
         let _ = driver::bind(&self.ctx);
         // SAFETY: allocated by host_alloc, freed once; owners wait for device work first.
         let _ = unsafe { driver::host_free(self.host) };
+        PINNED.freed(self.len);
     }
 }
 
@@ -72,17 +78,21 @@ impl Drop for PinnedBuffer {
 pub(crate) struct DeviceBuffer {
     ctx: Arc<CudaContext>,
     ptr: CUdeviceptr,
+    len: usize,
 }
 
 impl DeviceBuffer {
     /// Allocates `len` bytes (at least 1), zero-filled.
     pub(crate) fn new_zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
         driver::bind(ctx)?;
+        let len = len.max(1);
         // SAFETY: the context is current.
-        let ptr = unsafe { driver::device_alloc_zeroed(len.max(1))? };
+        let ptr = unsafe { driver::device_alloc_zeroed(len)? };
+        DEVICE.made(len);
         Ok(DeviceBuffer {
             ctx: ctx.clone(),
             ptr,
+            len,
         })
     }
     /// Device address of byte 0.
@@ -96,5 +106,6 @@ impl Drop for DeviceBuffer {
         let _ = driver::bind(&self.ctx);
         // SAFETY: allocated by device_alloc_zeroed, freed once; owners wait for device work first.
         let _ = unsafe { driver::device_free(self.ptr) };
+        DEVICE.freed(self.len);
     }
 }
