@@ -26,7 +26,9 @@
 #   RACECHECK_EMBEDDING_FILTER  racecheck's smaller soak and its test filters for the pack,
 #                      buckets and embedding runs (its Python subset: py_racecheck_tests)
 #   SANITIZE_SET       "kernels": only the small dedicated case of each library kernel, under
-#                      every tool (see below); unset: every run below
+#                      every tool (see below); "python-leaks": memcheck's leak check over the
+#                      Python subset alone; unset: every run below
+#   SANITIZE_PRINT_LIMIT  errors (leaks) printed per run (default 20)
 #   SRB_PYTHONPATH     where the wheel is installed (pip --target); without it the Python runs
 #                      are reported as not run
 # The device-fault tests (test-gpu's reliability::faults) are skipped: they plant an illegal
@@ -67,16 +69,12 @@ run() {
     return
   fi
   local log="$logs/$tool-$name.log" extra=()
-  # The leak check everywhere but the Python run, where allocations alive at the exit are
-  # expected: PyTorch's and CuPy's pools, and every GraphReadback that recorded into a graph
-  # and was not closed (its graph may replay, so the binding keeps its slots, and the arrays
-  # it recorded, to the end of the process). Run b14fca7's leak check there reported 164
-  # allocations (results/2026-12-02/gpu-verify-b14fca7/memcheck-python-leaks.txt: of the 20
-  # printed, 11 made by the CUDA runtime under PyTorch or CuPy and 9 by the extension, not
-  # traced to their objects) and no access error.
-  [ "$tool" = memcheck ] && [ "$name" != python ] && extra=(--leak-check full)
+  # The leak check everywhere, the Python run included: there conftest.py (SRB_RELEASE_AT_EXIT)
+  # frees the graph readbacks dropped after recording (sized_readback.release_retired) and
+  # empties PyTorch's and CuPy's pools before the exit, so what is left is a real leak.
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
   local t0; t0=$(date +%s%N)
-  timeout "$per_run" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$@" > "$log" 2>&1
+  timeout "$per_run" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit "${SANITIZE_PRINT_LIMIT:-20}" "$@" > "$log" 2>&1
   local rc=$?
   local dt; dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   local line; line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK|INITCHECK|LEAK) SUMMARY" "$log" | tr '\n' ';' | sed 's/========= //g')
@@ -118,7 +116,8 @@ capi_skip=(--skip fault)
 # capture and CuPy (arrays, RawKernel appends). Not JAX and Numba (the same library paths
 # through other frameworks; their runtimes under instrumentation exceed the per-run time), nor
 # the fault test (a planted fault).
-py_tests=(python/tests/test_gpu_torch.py python/tests/test_gpu_graph.py python/tests/test_gpu_cupy.py)
+py_tests=(python/tests/test_gpu_torch.py python/tests/test_gpu_graph.py python/tests/test_gpu_cupy.py
+  python/tests/test_gpu_allocations.py)
 # Under racecheck (whose shared-memory instrumentation made the whole subset run past the
 # per-run time): the paths with shared memory in their kernels, the appends (a RawKernel
 # appending through the header) and a graph replay, and one pack of mixed columns.
@@ -137,9 +136,19 @@ python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying
   [ "$1" = racecheck ] && tests=("${py_racecheck_tests[@]}")
   # The tests' leftovers collected and the frameworks' pools emptied before the exit
   # (conftest.py), so that memcheck's leak check reports only what was really left allocated.
-  (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" SRB_RELEASE_AT_EXIT=1 \
+  # SRB_ALLOC_REPORT: the library's live allocations after each test (conftest.py).
+  (cd "$root" && PYTHONPATH="$SRB_PYTHONPATH" SRB_RELEASE_AT_EXIT=1 SRB_ALLOC_REPORT="$logs/allocs-$1.json" \
     run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${tests[@]}")
 }
+
+# SANITIZE_SET=python-leaks: memcheck's leak check over the Python subset alone.
+if [ "${SANITIZE_SET:-}" = python-leaks ]; then
+  python_run memcheck
+  [ -e "$logs/FAILED" ] && fail=1
+  tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
+  echo "sanitize (python-leaks): $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  exit $fail
+fi
 
 # SANITIZE_SET=kernels: one small dedicated case per kernel of the library under every tool
 # (the pack, the bucket pack, the staged sized copy's pack in its graph, an append kernel

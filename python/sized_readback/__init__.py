@@ -33,6 +33,8 @@ slot.
 
 from __future__ import annotations
 
+import atexit
+
 from . import _native
 from ._append import APPEND_DESC_DTYPE, append_header, include_dir
 from . import _errors
@@ -49,9 +51,16 @@ from ._native import (
     Ticket,
     device_count,
     is_available,
+    live_allocations,
+    release_retired,
 )
 
 __version__: str = _native.__version__
+
+# Graph readbacks dropped after recording stay allocated (a graph may replay into them) until
+# the interpreter exits; then, once their context has finished what was launched, they are
+# freed, so that nothing the library allocated outlives it (compute-sanitizer's leak check).
+atexit.register(release_retired)
 
 __all__ = [
     "Readback",
@@ -62,6 +71,8 @@ __all__ = [
     "PendingAppend",
     "device_count",
     "is_available",
+    "live_allocations",
+    "release_retired",
     "include_dir",
     "append_header",
     "APPEND_DESC_DTYPE",

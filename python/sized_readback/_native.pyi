@@ -34,6 +34,19 @@ def device_count() -> int:
 def is_available() -> bool:
     """Whether a CUDA driver and at least one device are present (never raises)."""
 
+def live_allocations() -> dict[str, int]:
+    """The library's own allocations alive now: ``device``, ``device_bytes``, ``pinned``,
+    ``pinned_bytes``. Back to its earlier value once every readback, ticket and readout made
+    since is gone, except graph readbacks dropped after recording (freed at exit)."""
+
+def release_retired() -> int:
+    """Frees the graph readbacks dropped after recording, once their context finished what was
+    launched; registered with ``atexit``. No graph that recorded them may launch afterwards.
+    Returns how many were freed."""
+
+def retired_count() -> int:
+    """How many dropped graph readbacks are kept until ``release_retired``."""
+
 class Readback:
     """Reads back a device-resident count and that many rows, without a host synchronization.
 

@@ -6,6 +6,7 @@ use crate::errors::{make, to_py, IntoPy};
 use crate::info::{self, Facts};
 use crate::inputs::inputs;
 use crate::readout::{column_bytes, HeldSlot, Holder, Readout};
+use crate::retired::retire;
 use crate::settings::{check_settings, IntSetting};
 use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
@@ -211,8 +212,9 @@ impl GraphReadback {
 
     /// Frees the readback once nothing holds it. Call it only when no graph that recorded it
     /// will be launched again: a replay after close() would write into freed memory. Without
-    /// close(), a graph readback that recorded anything is never freed (its graphs may outlive
-    /// it); one that recorded nothing is freed when garbage-collected.
+    /// close(), a graph readback that recorded anything is freed only at interpreter exit (its
+    /// graphs may outlive it; `release_retired`); one that recorded nothing is freed when
+    /// garbage-collected.
     fn close(&self) {
         let _restore = CtxGuard::save();
         let g = self.lock().take();
@@ -267,17 +269,16 @@ impl Drop for GraphReadback {
         let _restore = CtxGuard::save();
         if self.recorded.load(Ordering::Relaxed) {
             // A captured graph may still be replayed and write into the slots, reading the
-            // recorded arrays: keep both for the life of the process.
+            // recorded arrays: both are kept until the process ends (`retired`).
             if let Some(g) = self
                 .inner
                 .get_mut()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
             {
-                std::mem::forget(g);
+                let keep = std::mem::take(self.keep.get_mut().unwrap_or_else(|p| p.into_inner()));
+                retire(g, keep);
             }
-            let keep = std::mem::take(self.keep.get_mut().unwrap_or_else(|p| p.into_inner()));
-            std::mem::forget(keep);
         }
     }
 }

@@ -20,6 +20,7 @@ mod profile;
 mod py_util;
 mod readback;
 mod readout;
+mod retired;
 mod settings;
 mod shared;
 mod spec;
@@ -35,6 +36,22 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn device_count(py: Python<'_>) -> PyResult<usize> {
     srb::device::count().py_err(py)
+}
+
+/// The library's own allocations alive now, over every device: a dict of `device`,
+/// `device_bytes` (device memory: the staged transports' slots), `pinned`, `pinned_bytes`
+/// (page-locked host memory: the slots). Back to its earlier value once every readback,
+/// ticket and readout made since is gone (after `gc.collect()`), except graph readbacks that
+/// recorded into a graph, which are freed at exit.
+#[pyfunction]
+fn live_allocations(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let a = srb::allocations::live();
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("device", a.device)?;
+    d.set_item("device_bytes", a.device_bytes)?;
+    d.set_item("pinned", a.pinned)?;
+    d.set_item("pinned_bytes", a.pinned_bytes)?;
+    Ok(d)
 }
 
 /// Whether a CUDA driver and at least one device are present (never raises).
@@ -54,6 +71,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<append::PendingAppend>()?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(live_allocations, m)?)?;
+    m.add_function(wrap_pyfunction!(retired::release_retired, m)?)?;
+    m.add_function(wrap_pyfunction!(retired::retired_count, m)?)?;
     m.add("KERNEL_TARGETS", srb::KERNEL_TARGETS)?;
     m.add("APPEND_HEADER", srb::append::HEADER)?;
     m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;

@@ -33,6 +33,26 @@ RELEASE_AT_EXIT = os.environ.get("SRB_RELEASE_AT_EXIT") == "1"
 
 REQUIRE_GPU = os.environ.get("SRB_REQUIRE_GPU") == "1"
 
+# SRB_ALLOC_REPORT=path: after each test (and a gc pass), the library's own live allocations
+# (sized_readback.live_allocations()) and its retired graph readbacks, written to path as JSON
+# at the end: which test left what behind, for the leak check.
+ALLOC_REPORT = os.environ.get("SRB_ALLOC_REPORT")
+_ALLOCS = []
+
+
+@pytest.fixture(autouse=True)
+def _library_allocations(request):
+    yield
+    if ALLOC_REPORT:
+        gc.collect()
+        _ALLOCS.append(
+            {
+                "test": request.node.nodeid,
+                **srb.live_allocations(),
+                "retired": srb._native.retired_count(),
+            }
+        )
+
 
 def pytest_configure(config):
     config.addinivalue_line(
@@ -92,12 +112,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_sessionfinish(session, exitstatus):
     if _SKIPPED_GPU_MODULES and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if ALLOC_REPORT:
+        import json
+
+        gc.collect()
+        final = {**srb.live_allocations(), "retired": srb._native.retired_count()}
+        with open(ALLOC_REPORT, "w") as f:
+            json.dump({"after_each_test": _ALLOCS, "at_session_end": final}, f, indent=1)
     if not RELEASE_AT_EXIT:
         return
+    # The graph readbacks the tests dropped after recording, and the framework arrays they
+    # kept, first (the package would free them at exit, after the pools below were emptied).
+    srb.release_retired()
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+        # cuBLAS's workspaces are live blocks of PyTorch's pool, kept per stream and handle.
+        torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
     cupy = sys.modules.get("cupy")
     if cupy is not None:

@@ -107,6 +107,8 @@ def test_without_a_driver_construction_raises_a_clear_runtime_error(cls):
 @no_gpu
 def test_device_queries_without_a_driver():
     assert srb.is_available() is False
+    assert srb.live_allocations() == {"device": 0, "device_bytes": 0, "pinned": 0, "pinned_bytes": 0}
+    assert srb.release_retired() == 0 and srb._native.retired_count() == 0
     try:
         assert srb.device_count() == 0
     except srb.DriverNotFoundError as e:

@@ -1,0 +1,58 @@
+//! Graph readbacks dropped after they recorded into a graph: a captured graph may still be
+//! replayed and write into their slots, reading the arrays they recorded, so both stay
+//! allocated past the drop. They are freed when the process ends (`release_retired`, which
+//! the package registers with `atexit`): after the context has finished every replay already
+//! launched, no graph launched later can reach them.
+use pyo3::prelude::*;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One retired readback: its core (slots, events) and the arrays it recorded.
+struct Retired {
+    graph: Arc<srb::GraphReadback>,
+    keep: Vec<Py<PyAny>>,
+}
+
+static RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
+
+fn retired() -> MutexGuard<'static, Vec<Retired>> {
+    RETIRED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Keeps a dropped graph readback that recorded into a graph, and its arrays, to the end of
+/// the process.
+pub(crate) fn retire(graph: Arc<srb::GraphReadback>, keep: Vec<Py<PyAny>>) {
+    retired().push(Retired { graph, keep });
+}
+
+/// Frees every graph readback dropped after recording (and the arrays it kept), once its
+/// context has finished all work already launched. The package calls it at interpreter exit;
+/// a graph that recorded one of them must not be launched afterwards. Returns how many it
+/// freed. A context that fails to synchronize (a device fault) keeps its readbacks: freeing
+/// memory that faulted work may still touch is not safe, and the context is lost anyway.
+#[pyfunction]
+pub(crate) fn release_retired(py: Python<'_>) -> usize {
+    let _restore = srb::device::ContextGuard::save();
+    let all = std::mem::take(&mut *retired());
+    let mut freed = 0;
+    let mut kept = Vec::new();
+    for Retired { graph, keep } in all {
+        let ctx = graph.info().context.clone();
+        let done = py.detach(|| srb::device::bind(&ctx).is_ok() && ctx.synchronize().is_ok());
+        if done {
+            // The core first: its drop waits for nothing the arrays feed any more.
+            drop(graph);
+            drop(keep);
+            freed += 1;
+        } else {
+            kept.push(Retired { graph, keep });
+        }
+    }
+    retired().extend(kept);
+    freed
+}
+
+/// How many dropped graph readbacks are kept until `release_retired`.
+#[pyfunction]
+pub(crate) fn retired_count() -> usize {
+    retired().len()
+}
