@@ -202,19 +202,21 @@ impl Delivery {
     }
 }
 
-/// Test hook: the staged copy that [`StagedCopy::Auto`] settles is the whole slot, as on a
-/// driver without the sized copy (a GPU test forces the fallback that such a driver takes,
-/// which no driver of the test host would).
 #[cfg(feature = "testing")]
-static FORCE_WHOLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+thread_local! {
+    /// Test hook: the staged copy that [`StagedCopy::Auto`] settles is the whole slot, as on
+    /// a driver without the sized copy (a GPU test forces the fallback that such a driver
+    /// takes, which no driver of the test host would). Per thread, so that tests running in
+    /// parallel threads of one process do not see each other's setting.
+    static FORCE_WHOLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Whether the test hook forces `plan`'s copy to the whole slot (only where the library
 /// chooses: an explicit Sized keeps its driver check).
 fn forced_whole(plan: CopyPlan) -> bool {
     #[cfg(feature = "testing")]
     {
-        plan == (CopyPlan::Sized { required: false })
-            && FORCE_WHOLE.load(std::sync::atomic::Ordering::Relaxed)
+        plan == (CopyPlan::Sized { required: false }) && FORCE_WHOLE.with(|f| f.get())
     }
     #[cfg(not(feature = "testing"))]
     {
@@ -224,8 +226,8 @@ fn forced_whole(plan: CopyPlan) -> bool {
 }
 
 /// Sets the test hook of [`forced_whole`]: readbacks made while it is on settle
-/// [`StagedCopy::Auto`] as a driver older than CUDA 12.8 does.
+/// [`StagedCopy::Auto`] as a driver older than CUDA 12.8 does. This thread only.
 #[cfg(feature = "testing")]
 pub(crate) fn force_whole_slot_fallback(on: bool) {
-    FORCE_WHOLE.store(on, std::sync::atomic::Ordering::Relaxed);
+    FORCE_WHOLE.with(|f| f.set(on));
 }

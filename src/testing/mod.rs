@@ -191,8 +191,9 @@ pub fn decode_pack_trailer(
 
 /// While on, readbacks made settle [`crate::StagedCopy::Auto`] on the whole-slot copy, as a
 /// driver older than CUDA 12.8 makes them (the fallback no driver of the GPU test host takes);
-/// an explicit [`crate::StagedCopy::Sized`] keeps its driver check. Process-wide: a test that
-/// turns it on turns it off before it returns.
+/// an explicit [`crate::StagedCopy::Sized`] keeps its driver check. On the calling thread
+/// only (readbacks made on other threads, such as parallel tests', are not affected); a test
+/// that turns it on turns it off before it returns.
 pub fn force_whole_slot_fallback(on: bool) {
     crate::engine::delivery::force_whole_slot_fallback(on);
 }
