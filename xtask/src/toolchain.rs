@@ -1,5 +1,5 @@
-//! Every pinned tool the tasks fetch from PyPI; the pins live here only (maturin's is
-//! `python/pyproject.toml`'s build requirement, read from there).
+//! Every pinned tool the tasks fetch (from PyPI, and mdBook from crates.io); the pins live here
+//! only (maturin's is `python/pyproject.toml`'s build requirement, read from there).
 //!
 //! - The generators (NVRTC 12.0 and 12.8, CUDA 12.0's ptxas), each installed once into
 //!   `target/xtask/` with `pip install --no-deps --target` (no nvcc, no CUDA toolkit, no GPU).
