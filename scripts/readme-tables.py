@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The README's tables that repeat committed results, made from their JSON records.
+"""The tables of README.md and of the guide (docs/guide/src/*.md) that repeat committed
+results, made from their JSON records.
 
-Each such table sits between `<!-- table:KIND PATH -->` and `<!-- /table -->` in README.md,
-PATH being the JSON record it comes from. `python3 scripts/readme-tables.py` rewrites every
-block from its record; `--check` (CI, cargo xtask ci) fails when a block differs from what its
-record gives, so a README table cannot drift from its source.
+Each such table sits between `<!-- table:KIND PATH -->` and `<!-- /table -->` in one of those
+pages, PATH (from the repository's root) being the JSON record it comes from.
+`python3 scripts/readme-tables.py` rewrites every block from its record; `--check` (CI, cargo
+xtask ci) fails when a block differs from what its record gives, so a table cannot drift from
+its source. README.md must hold at least one (its headline table).
 
 Kinds: `harness-latency` (the comparison harness's p50 latencies, compare.json), `first-load`
 (examples/first_load.rs through scripts/first-load.py, load.json), `mpi-exchange` (the MPI
@@ -98,31 +100,40 @@ def comd(rec):
 KINDS = {"harness-latency": harness_latency, "first-load": first_load, "mpi-exchange": mpi_exchange, "comd": comd}
 
 
+def pages():
+    """README.md, then the guide's chapters in name order."""
+    return [ROOT / "README.md"] + sorted((ROOT / "docs" / "guide" / "src").glob("*.md"))
+
+
 def main():
     check = "--check" in sys.argv[1:]
-    path = ROOT / "README.md"
-    text = path.read_text()
-    bad, n = [], 0
+    bad, total = [], 0
+    for path in pages():
+        name = path.relative_to(ROOT)
+        text = path.read_text()
+        n = 0
 
-    def render(m):
-        nonlocal n
-        n += 1
-        kind, src = m.group(2), m.group(3)
-        want = KINDS[kind](json.loads((ROOT / src).read_text()))
-        if m.group(4) != want:
-            bad.append(f"{kind} from {src}")
-        return m.group(1) + want + m.group(5)
+        def render(m):
+            nonlocal n
+            n += 1
+            kind, src = m.group(2), m.group(3)
+            want = KINDS[kind](json.loads((ROOT / src).read_text()))
+            if m.group(4) != want:
+                bad.append(f"{name}: {kind} from {src}")
+            return m.group(1) + want + m.group(5)
 
-    new = BLOCK.sub(render, text)
-    if n == 0:
-        sys.exit("readme-tables: README.md has no <!-- table:... --> block")
+        new = BLOCK.sub(render, text)
+        if n == 0 and name == Path("README.md"):
+            sys.exit("readme-tables: README.md has no <!-- table:... --> block")
+        if not check and new != text:
+            path.write_text(new)
+        total += n
     if check:
         if bad:
-            sys.exit("readme-tables: README tables differ from their records (run python3 scripts/readme-tables.py): " + "; ".join(bad))
-        print(f"readme-tables: {n} README tables match their JSON records")
+            sys.exit("readme-tables: tables differ from their records (run python3 scripts/readme-tables.py): " + "; ".join(bad))
+        print(f"readme-tables: {total} tables of README.md and the guide match their JSON records")
     else:
-        path.write_text(new)
-        print(f"readme-tables: wrote {n} tables ({len(bad)} changed)")
+        print(f"readme-tables: wrote {total} tables ({len(bad)} changed)")
 
 
 main()

@@ -1,5 +1,6 @@
-"""The Python examples of README.md and python/README.md: every ```python block (indented ones
-in lists too) is parsed everywhere, so that a syntax error fails CI, and run on a GPU.
+"""The Python examples of README.md, python/README.md and the guide's chapters
+(docs/guide/src/*.md): every ```python block (indented ones in lists too) is parsed everywhere,
+so that a syntax error fails CI, and run on a GPU.
 
 Setup an example needs but does not show sits in an HTML comment right before its fence (blank
 lines between are allowed), which renders as nothing; it is run first, in the same namespace
@@ -22,6 +23,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 READMES = [ROOT / "README.md", ROOT / "python" / "README.md"]
+# Only the chapters that show Python: each README must show some.
+GUIDE = sorted((ROOT / "docs" / "guide" / "src").glob("*.md"))
 EXAMPLES = ROOT / "python" / "examples"
 
 _FENCE = re.compile(r"^([ \t]*)```[ \t]*(\S*)[ \t]*$")
@@ -77,7 +80,7 @@ def python_snippets(path):
 
 SNIPPETS = [
     pytest.param(path, line, code, context, id=f"{path.relative_to(ROOT)}:{line}")
-    for path in READMES
+    for path in READMES + GUIDE
     for line, code, context in python_snippets(path)
 ]
 
@@ -93,6 +96,7 @@ def _compiled(path, line, code, context):
 def test_every_readme_has_python_examples():
     for path in READMES:
         assert python_snippets(path), f"no ```python block found in {path.relative_to(ROOT)}"
+    assert any(python_snippets(path) for path in GUIDE), "no ```python block found in the guide"
 
 
 @pytest.mark.parametrize("path, line, code, context", SNIPPETS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Compiles the C, C++, Fortran and CUDA snippets of README.md against an installed C API prefix
-# (cargo xtask install-capi PREFIX), so that the README's code keeps compiling as the API changes.
+# Compiles the C, C++, Fortran and CUDA snippets of README.md (or of a guide chapter, given as
+# MARKDOWN) against an installed C API prefix (cargo xtask install-capi PREFIX), so that the
+# documented code keeps compiling as the API changes.
 # Compile only (-c): nothing is linked or run. Called by `cargo xtask packages`; the README's
 # Rust blocks are doctests (src/lib.rs, ReadmeDoctests) and its Python blocks are run by
 # python/tests/test_readme.py.

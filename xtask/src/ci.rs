@@ -1,18 +1,21 @@
 //! `cargo xtask ci [CARGO-TEST-ARGS]`: every check, as CI runs it (`.ci/run`, through the
 //! README's test command `bash scripts/test.sh`), on a machine without a GPU or CUDA toolkit.
 //!
-//! Formatting, lints, the module import cycles and the source files' length; every test; then the install story and the packages: the library, its
-//! tests and the seed build with Rust alone (the kernels and the slot bindings are committed);
-//! the packaged crate builds for a dependent and for docs.rs with no CUDA toolkit or libclang;
-//! the committed kernel images are regenerated and compared byte for byte, and their PTX
-//! assembled by CUDA 12.0's ptxas (`dev-env` first installs libclang for bindgen, and nvcc for
-//! the CUDA C++ host programs); the C API's packages, the host programs on it, and the Python
-//! package and its manylinux_2_28 wheel. CMake, pkg-config, a C/C++ and Fortran compiler and
-//! mpicxx come from `.ci/run`; elsewhere a step whose tool is missing says so and skips, except
-//! under `SRB_CI=1`. Without a GPU the GPU tests are reported as ignored; with one, they run.
+//! Formatting, lints, the module import cycles and the source files' length; the README's and
+//! the guide's tables, pictures and links; the guide's mdBook build and Rust examples; every
+//! test; then the install story and the packages: the library, its tests and the seed build
+//! with Rust alone (the kernels and the slot bindings are committed); the packaged crate builds
+//! for a dependent and for docs.rs with no CUDA toolkit or libclang; the committed kernel
+//! images are regenerated and compared byte for byte, and their PTX assembled by CUDA 12.0's
+//! ptxas (`dev-env` first installs libclang for bindgen, and nvcc for the CUDA C++ host
+//! programs); the C API's packages and the README's and the guide's C, Fortran and CUDA code,
+//! the host programs on it, and the Python package and its manylinux_2_28 wheel. CMake,
+//! pkg-config, a C/C++ and Fortran compiler and mpicxx come from `.ci/run`; elsewhere a step
+//! whose tool is missing says so and skips, except under `SRB_CI=1`. Without a GPU the GPU
+//! tests are reported as ignored; with one, they run.
 use crate::{
-    cmd, cycles, dependent, dev_env, file_length, host_programs, install_capi, kernels, packages,
-    python,
+    cmd, cycles, dependent, dev_env, file_length, guide, host_programs, install_capi, kernels,
+    packages, python,
 };
 use anyhow::{ensure, Result};
 use std::path::Path;
@@ -36,7 +39,7 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     cycles::ci(root)?;
     // No source file over 700 lines (issue 32), generated ones aside.
     file_length::check(root)?;
-    // The README's tables of committed results against their JSON records.
+    // The tables of committed results in the README and the guide against their JSON records.
     cmd::run(
         Command::new("python3")
             .args(["scripts/readme-tables.py", "--check"])
@@ -54,6 +57,15 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
             .args(["scripts/pictures.py", "--check"])
             .current_dir(root),
     )?;
+    // The README's and the guide's links to files of the repository resolve.
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/doc-links.py", "--self-test", "--check"])
+            .current_dir(root),
+    )?;
+    // The guide: mdbook build (no warning) and mdbook test (its Rust examples against the
+    // crate); under SRB_CI=1 mdBook is installed if missing.
+    guide::check(root)?;
     if has("clippy") {
         cmd::run(cargo().args([
             "clippy",

@@ -1,7 +1,7 @@
 //! `cargo xtask`: the developer tasks of sized-readback (rust-analyzer's alias pattern:
 //! `.cargo/config.toml` runs this crate). `cargo xtask --help` lists them. Each task is a file:
 //! `ci` (what CI runs), `cycles`, `dev_env`, `dependent`, `install_capi`, `packages`, `host_programs`,
-//! `python`, `stage`, `kernels` (regen, ptxas, user-kernel); `cmd` runs the tools, `toolchain`
+//! `python`, `stage`, `kernels` (regen, ptxas, user-kernel), `guide`; `cmd` runs the tools, `toolchain`
 //! holds every pin.
 //!
 //! What runs on the GPU host, which has no Rust, stays in shell under `scripts/` (listed by
@@ -14,6 +14,7 @@ mod cycles;
 mod dependent;
 mod dev_env;
 mod file_length;
+mod guide;
 mod host_programs;
 mod images;
 mod install_capi;
@@ -144,6 +145,11 @@ enum Task {
         /// Source directories (e.g. capi/src, src/engine), from the repository root.
         dirs: Vec<PathBuf>,
     },
+    /// Build the guide (docs/guide) with mdBook and compile its Rust examples
+    ///
+    /// Into the target folder (guide/); the examples against the crate, built alone
+    /// (guide-lib/). Under SRB_CI=1 installs the pinned mdBook when missing.
+    Guide,
     /// Compile the append docs' user kernel with NVRTC to machine code
     ///
     /// `src/append.rs`'s kernel for sm_70, sm_90 (NVRTC 12.0) and sm_120 (NVRTC 12.8): the path
@@ -167,6 +173,7 @@ fn main() -> Result<()> {
         Task::Ptxas => kernels::ptxas(&root),
         Task::UserKernel => kernels::user_kernel(&root),
         Task::Cycles { dirs } => cycles::task(&root, &dirs),
+        Task::Guide => guide::check(&root),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `cargo xtask packages`: the C API's packages (README, "C and C++"). Installs into a
+//! `cargo xtask packages`: the C API's packages (the guide's "C and C++"). Installs into a
 //! temporary prefix, moves the prefix, then builds and runs consumers (capi/tests/consumers/)
 //! through each of
 //! - CMake `find_package(sized_readback 0.1 CONFIG REQUIRED)` (static and shared targets; a
@@ -7,9 +7,9 @@
 //! - a plain cc / c++ command (C99 and C++17, `-Wall -Wextra -Werror -pedantic`; the C++ one
 //!   also with the CUDA toolkit's `<cuda.h>` included first, when a toolkit's headers are there);
 //!
-//! then compiles README.md's C, C++, Fortran and CUDA snippets against the same prefix
-//! (`xtask/scripts/test-readme-snippets.sh`; its header states which blocks and how; CUDA ones
-//! need nvcc). Without a driver each consumer must print the library's "driver was not found"
+//! then compiles the C, C++, Fortran and CUDA snippets of README.md and of the guide's
+//! chapters against the same prefix (`xtask/scripts/test-readme-snippets.sh`; its header states
+//! which blocks and how; CUDA ones need nvcc). Without a driver each consumer must print the library's "driver was not found"
 //! error and exit 1; with a GPU it must exit 0. A missing CMake, pkg-config or C compiler
 //! skips the task with a message, except under `SRB_CI=1`.
 use crate::cmd::{self, TempDir};
@@ -212,17 +212,45 @@ pub fn check(root: &Path, libdir: Option<PathBuf>) -> Result<()> {
         ),
     }
 
-    // 4. README.md's snippets (compile only), against the moved prefix.
-    if let Err(e) = cmd::run(cmd::bash(root, "xtask/scripts/test-readme-snippets.sh").arg(&prefix))
-    {
-        eprintln!("packages: {e:#}");
-        c.failed = true;
+    // 4. The C, C++, Fortran and CUDA code of README.md and of the guide's chapters (compile
+    // only), against the moved prefix.
+    for page in snippet_pages(root)? {
+        if let Err(e) = cmd::run(
+            cmd::bash(root, "xtask/scripts/test-readme-snippets.sh")
+                .arg(&prefix)
+                .arg(&page),
+        ) {
+            eprintln!("packages: {e:#}");
+            c.failed = true;
+        }
     }
     if c.failed {
         bail!("packages: some consumers or README snippets failed (above)");
     }
     println!("packages: all consumers and README snippets ok (prefix installed, moved, used)");
     Ok(())
+}
+
+/// README.md and the guide's chapters (`docs/guide/src/*.md`) that hold a `c`, `cpp`,
+/// `fortran` or `cuda` block: the pages whose code test-readme-snippets.sh compiles (it fails
+/// on a page without one).
+fn snippet_pages(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(root.join("docs/guide/src"))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    chapters.retain(|p| p.extension().is_some_and(|e| e == "md"));
+    chapters.sort();
+    let mut pages = vec![root.join("README.md")];
+    for page in chapters {
+        let text = std::fs::read_to_string(&page)?;
+        if text
+            .lines()
+            .any(|l| matches!(l.trim(), "```c" | "```cpp" | "```fortran" | "```cuda"))
+        {
+            pages.push(page);
+        }
+    }
+    Ok(pages)
 }
 
 /// The consumers' verdicts; a failure is reported and the rest still run.

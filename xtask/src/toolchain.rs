@@ -1,10 +1,11 @@
-//! Every pinned tool the tasks fetch from PyPI; the pins live here only (maturin's is
-//! `python/pyproject.toml`'s build requirement, read from there).
+//! Every pinned tool the tasks fetch (from PyPI, and mdBook from crates.io); the pins live here
+//! only (maturin's is `python/pyproject.toml`'s build requirement, read from there).
 //!
 //! - The generators (NVRTC 12.0 and 12.8, CUDA 12.0's ptxas), each installed once into
 //!   `target/xtask/` with `pip install --no-deps --target` (no nvcc, no CUDA toolkit, no GPU).
 //! - nvcc 13.0 for the CUDA C++ host programs, into `.venv-nvcc/` (`cargo xtask dev-env`).
 //! - The wheel's tools: zig (maturin's linker for manylinux_2_28) and auditwheel.
+//! - mdBook for the guide, from crates.io (`cargo install`, by `cargo xtask guide` under CI).
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,6 +101,10 @@ pub fn install(root: &Path, pin: &Pin) -> Result<PathBuf> {
 fn cache_dir(root: &Path) -> PathBuf {
     crate::cmd::target_dir(root).join("xtask")
 }
+
+/// mdBook, which builds and tests the guide (`docs/guide`); `cargo xtask guide` installs this
+/// version with `cargo install --locked` under CI.
+pub const MDBOOK: &str = "0.5.4";
 
 #[cfg(test)]
 mod tests {
