@@ -16,7 +16,26 @@ use std::sync::Arc;
 enum State {
     Pending,
     Done(Py<Readout>),
+    /// The error, never raised itself: each `wait()` raises a copy (see [`raise_copy`]).
     Failed(PyErr),
+}
+
+/// A copy of the ticket's error to raise, so that the one the ticket keeps never gets a
+/// traceback. A raised exception's traceback holds the frames it passed through, and those
+/// usually hold the ticket: ticket -> error -> traceback -> frame -> ticket is a cycle that
+/// Python's collector cannot see into (the ticket is a native object), and it would keep the
+/// readback's slots allocated for the rest of the process.
+fn raise_copy(py: Python<'_>, kept: &PyErr) -> PyErr {
+    let value = kept.value(py);
+    match py
+        .import(pyo3::intern!(py, "copy"))
+        .and_then(|m| m.getattr(pyo3::intern!(py, "copy")))
+        .and_then(|copy| copy.call1((value,)))
+    {
+        Ok(c) => PyErr::from_value(c),
+        // The kept error itself rather than none (a copy fails only without memory).
+        Err(_) => kept.clone_ref(py),
+    }
 }
 
 /// One enqueued readback: wait on it (`wait()`), poll it (`done()`).
@@ -136,8 +155,9 @@ impl Ticket {
                     // The slot holds nothing worth keeping.
                     self.core = None;
                 }
-                self.state = State::Failed(err.clone_ref(py));
-                Err(err)
+                let raised = raise_copy(py, &err);
+                self.state = State::Failed(err);
+                Err(raised)
             }
         }
     }
@@ -158,7 +178,7 @@ impl Ticket {
     fn wait(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<Readout>> {
         match &self.state {
             State::Done(r) => return Ok(r.clone_ref(py)),
-            State::Failed(e) => return Err(e.clone_ref(py)),
+            State::Failed(e) => return Err(raise_copy(py, e)),
             State::Pending => {}
         }
         let clock = WaitClock::start(timeout)?;

@@ -121,3 +121,22 @@ def test_a_closed_graph_readback_frees_at_once():
     gr.close()
     del gr, g
     assert settled() == before
+
+
+def test_a_failed_ticket_raising_twice_leaves_nothing_allocated():
+    # The raised error's traceback holds the frame that holds the ticket: the ticket must not
+    # keep that very exception, or the cycle (invisible to gc through the native ticket) keeps
+    # the readback's slots allocated to the end of the process.
+    before = settled()
+
+    def fail():
+        rb = srb.Readback(16, dtype=torch.float64)
+        t = rb.enqueue(torch.zeros(32, device=DEV, dtype=torch.float64), torch.tensor(17, device=DEV, dtype=torch.int32))
+        with pytest.raises(srb.CountExceedsCapacityError):
+            t.wait(timeout=30)
+        with pytest.raises(srb.CountExceedsCapacityError) as again:
+            t.wait(timeout=30)
+        assert (again.value.count, again.value.capacity) == (17, 16)
+
+    fail()
+    assert settled() == before
