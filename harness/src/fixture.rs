@@ -26,7 +26,7 @@ pub fn latency(name: &str, cap: usize, n: usize) -> f64 {
         "oracle_criterion_way" => 13.6 + copy(n),
         "oracle_after_host_read" => 14.5 + copy(n),
         "crate_append" => 9.6 + copy(n),
-        "crate_staged_sized" => 25.0 + 1.01 * copy(n),
+        "crate_staged_sized" | "crate_pack_staged_sized" => 25.0 + 1.01 * copy(n),
         "bare_sized_graph" => 23.5 + copy(n),
         _ => 14.6 + 1.01 * copy(n),
     }
@@ -36,7 +36,7 @@ pub fn latency(name: &str, cap: usize, n: usize) -> f64 {
 /// more than the mapped one, the sized one most (its graph's two driver calls).
 pub fn enqueue(name: &str) -> f64 {
     match name {
-        "crate_staged_sized" => 4.1,
+        "crate_staged_sized" | "crate_pack_staged_sized" => 4.1,
         "bare_sized_graph" => 3.4,
         "crate_staged" => 3.0,
         _ => 1.0,

@@ -38,8 +38,11 @@ pub enum Sel {
     Oracle,
     /// memset + producer + the crate's pack (mapped slot, trailer wait; safe enqueue).
     Pack,
-    /// memset + producer + the crate's pack over the staged transport.
+    /// memset + producer + the crate's pack over the staged transport, copying the whole slot.
     PackStaged,
+    /// memset + producer + the crate's pack over the staged transport with the sized copy (the
+    /// device picks the copy's size class in a graph: CUDA 12.8+ drivers).
+    PackStagedSized,
     /// The producer appends into the crate's mapped slot (trailer wait).
     Append,
     /// The producer appends into the crate's staged slot (device slot, one copy, event).
@@ -47,12 +50,13 @@ pub enum Sel {
 }
 
 impl Sel {
-    pub const ALL: [Sel; 7] = [
+    pub const ALL: [Sel; 8] = [
         Sel::ProducerOnly,
         Sel::Sync,
         Sel::Oracle,
         Sel::Pack,
         Sel::PackStaged,
+        Sel::PackStagedSized,
         Sel::Append,
         Sel::AppendStaged,
     ];
@@ -63,6 +67,7 @@ impl Sel {
             Sel::Oracle => "oracle",
             Sel::Pack => "crate_pack",
             Sel::PackStaged => "crate_pack_staged",
+            Sel::PackStagedSized => "crate_pack_staged_sized",
             Sel::Append => "crate_append",
             Sel::AppendStaged => "crate_append_staged",
         }
@@ -118,10 +123,11 @@ fn expected_checksum(n: u64, keep: u64) -> u64 {
     checksum((0..keep).map(|j| j.wrapping_mul(inv) & (n - 1)))
 }
 
-/// The crate's readbacks of one capacity: pack (mapped, staged) and append (mapped, staged).
+/// The crate's readbacks of one capacity: pack (mapped, staged whole, staged sized) and append
+/// (mapped, staged).
 struct CapReadbacks {
     cap: usize,
-    pack: [Readback<f64>; 2],
+    pack: [Readback<f64>; 3],
     append: [AppendReadback; 2],
 }
 
@@ -142,7 +148,7 @@ pub struct SelectRig {
     h_oracle: PinnedBuffer,
     h_count: PinnedBuffer,
     done: Event,
-    /// Per capacity: pack mapped, pack staged, append mapped, append staged.
+    /// Per capacity: pack mapped, staged whole, staged sized; append mapped, append staged.
     rbs: Vec<CapReadbacks>,
     max: usize,
     /// Blocks of one wave: multiprocessors x 8 (2048 resident threads per SM on sm_80/sm_90).
@@ -170,15 +176,15 @@ impl SelectRig {
         schema.column::<f64>();
         let mut rbs = Vec::new();
         for &cap in caps {
-            // The staged pack copies the whole slot, as it did before the sized copy
-            // (crate_staged_sized in the latency sweep measures that one).
-            let pack = |t: Transport| {
+            // The staged pack copies the whole slot (crate_pack_staged) or the size class of
+            // the count (crate_pack_staged_sized, issue 34's staged row with a real producer).
+            let pack = |t: Transport, copy: StagedCopy| {
                 Readback::<f64>::with_config(
                     ctx,
                     ReadbackConfig::new(cap)
                         .slots(SLOTS)
                         .transport(t)
-                        .staged_copy(StagedCopy::Whole),
+                        .staged_copy(copy),
                 )
             };
             let append = |t: Transport| {
@@ -190,7 +196,11 @@ impl SelectRig {
             };
             rbs.push(CapReadbacks {
                 cap,
-                pack: [pack(Transport::Mapped)?, pack(Transport::Staged)?],
+                pack: [
+                    pack(Transport::Mapped, StagedCopy::Whole)?,
+                    pack(Transport::Staged, StagedCopy::Whole)?,
+                    pack(Transport::Staged, StagedCopy::Sized)?,
+                ],
                 append: [append(Transport::Mapped)?, append(Transport::Staged)?],
             });
         }
@@ -367,10 +377,15 @@ impl SelectRig {
                     }
                 };
             }
-            Sel::Pack | Sel::PackStaged => {
+            Sel::Pack | Sel::PackStaged | Sel::PackStagedSized => {
                 self.produce_dev(n_cand, keep, cycle)?;
                 t1 = Instant::now();
-                let rb = &self.rbs(cap)?.pack[usize::from(a == Sel::PackStaged)];
+                let i = match a {
+                    Sel::PackStaged => 1,
+                    Sel::PackStagedSized => 2,
+                    _ => 0,
+                };
+                let rb = &self.rbs(cap)?.pack[i];
                 let ticket = rb.enqueue(&self.stream, &self.d_out, &self.d_count)?;
                 t2 = Instant::now();
                 let r = ticket.wait();
