@@ -63,6 +63,12 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
             .args(["scripts/doc-links.py", "--self-test", "--check"])
             .current_dir(root),
     )?;
+    // The guide's Python API reference matches the package's docstrings.
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/python-api.py", "--check"])
+            .current_dir(root),
+    )?;
     // The guide: mdbook build (no warning) and mdbook test (its Rust examples against the
     // crate); under SRB_CI=1 mdBook is installed if missing.
     guide::check(root)?;
