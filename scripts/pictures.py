@@ -11,7 +11,11 @@ formatting, elements in a fixed order, no timestamps.
 - docs/pictures/comd.svg: CoMD-CUDA's time per step, baseline against the sized_readback port,
   split into the halo exchange (atomHalo + eamHalo) and the rest, per configuration.
 
-The seed loop's timeline (the issue's third picture) needs a GPU trace that is not committed."""
+- docs/pictures/timeline.svg: the seed's loop in three strategies (naive, sync, the library), one
+  row per stream and one for the host thread, from the harness's traced cycles (`seed_trace` of
+  compare.json: events on the device, the host's clock on the host). Drawn once a committed
+  harness record holds a trace (TIMELINE below); until then --check draws a synthetic trace in
+  memory so that the drawing code is exercised."""
 import json
 import math
 import statistics
@@ -23,6 +27,8 @@ OUT = ROOT / "docs" / "pictures"
 HARNESS = "results/2026-12-03/harness-25490a5"
 HARNESS_RUNS = [f"{HARNESS}/run-{i}/compare.json" for i in (1, 2, 3)]
 COMD = "results/2026-12-02/comd-8154bc5/comd.json"
+# The harness record whose seed_trace the timeline shows (None: no committed run has one yet).
+TIMELINE = None
 M = 1 << 20
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
@@ -356,7 +362,85 @@ def comd_svg():
     return s.render()
 
 
+# ---- the seed loop's timeline ------------------------------------------------------------
+
+LANES = ["host", "compute stream 0", "compute stream 1", "copy stream"]
+# Span label prefix -> colour, legend text; the host's waits stand out.
+KINDS = [
+    ("kernel", "#1f5fbf", "kernel (200 µs)"),
+    ("readback", "#2ca02c", "readback's device work"),
+    ("wait", "#d62728", "host waits"),
+    ("copy count, synchronize", "#ff7f0e", "host: copy count, synchronize, copy n"),
+    ("copy count, copy n", "#e377c2", "host: two copies (stale count)"),
+    ("enqueue", "#17becf", "host: enqueue"),
+    ("launch", "#9a9a9a", "host: launch"),
+    ("CPU work", "#9467bd", "host: CPU work"),
+]
+NAMES = {"naive": "naive (the seed's bug)", "sync": "sync (copy count, synchronize, copy n)",
+         "crate_mapped_trailer": "sized-readback (mapped slot, trailer)"}
+
+
+def kind_of(label):
+    for prefix, colour, _ in KINDS:
+        if label.startswith(prefix):
+            return colour
+    return "#bbbbbb"
+
+
+def timeline_svg(record=None):
+    rec = record if record is not None else load(TIMELINE)
+    traces = rec["seed_trace"]
+    end = max(sp["end_us"] for t in traces for sp in t["spans"])
+    w, left, right, lane_h, gap = 1000, 150, 20, 16, 46
+    h = 60 + len(traces) * (len(LANES) * lane_h + gap) + 60
+    s = Svg(w, h)
+    s.text(w / 2, 22, f"The seed's loop, traced: 200 µs kernels on two streams, 5 µs of host work "
+           f"(commit {rec['commit']})", size=14, anchor="middle", weight="bold")
+    x = Scale(0.0, end, left, w - right)
+    y = 50
+    for t in traces:
+        s.text(left, y, f"{NAMES.get(t['approach'], t['approach'])}: {t['correct']} of "
+               f"{t['cycles']} readbacks correct", size=12, weight="bold")
+        y += 8
+        for i, lane in enumerate(LANES):
+            ly = y + i * lane_h
+            s.text(left - 6, ly + lane_h - 4, lane, size=10, anchor="end")
+            s.line(left, ly + lane_h, w - right, ly + lane_h, stroke="#e0e0e0")
+            for sp in t["spans"]:
+                if sp["lane"] == lane and sp["end_us"] > sp["start_us"]:
+                    s.rect(x(sp["start_us"]), ly + 2, max(0.6, x(sp["end_us"]) - x(sp["start_us"])),
+                           lane_h - 4, kind_of(sp["label"]))
+        y += len(LANES) * lane_h + gap - 8
+    for v in range(0, int(end) + 1, 200):
+        s.line(x(v), y - gap + 12, x(v), y - gap + 16)
+        s.text(x(v), y - gap + 28, f"{v} µs", size=10, anchor="middle")
+    lx, ly = left, h - 24
+    for _, colour, text in KINDS:
+        s.rect(lx, ly - 9, 10, 10, colour)
+        s.text(lx + 14, ly, text, size=10)
+        lx += 14 + 6.2 * len(text) + 14
+        if lx > w - 200:
+            lx, ly = left, ly + 14
+    return s.render()
+
+
+def synthetic_trace():
+    """A small trace of the harness's shape, to exercise timeline_svg before a record has one."""
+    traces = []
+    for name, step in (("naive", 205.0), ("sync", 230.0), ("crate_mapped_trailer", 205.0)):
+        spans = []
+        for k in range(3):
+            t = k * step
+            spans += [dict(lane=f"compute stream {k % 2}", label=f"kernel {k}", start_us=t, end_us=t + 200),
+                      dict(lane="copy stream", label=f"readback {k}", start_us=t + 200, end_us=t + 212),
+                      dict(lane="host", label=f"wait {k}", start_us=t + 5, end_us=t + 214)]
+        traces.append(dict(approach=name, correct=3, cycles=3, spans=spans))
+    return {"commit": "0000000", "seed_trace": traces}
+
+
 PICTURES = {"latency.svg": latency_svg, "comd.svg": comd_svg}
+if TIMELINE is not None:
+    PICTURES["timeline.svg"] = timeline_svg
 
 
 def main():
@@ -374,6 +458,8 @@ def main():
             OUT.mkdir(parents=True, exist_ok=True)
             path.write_text(svg)
             print(f"wrote {path.relative_to(ROOT)}")
+    if check and TIMELINE is None:
+        assert "<rect" in timeline_svg(synthetic_trace())
     if stale:
         print("pictures: stale against their records (run python3 scripts/pictures.py): "
               + ", ".join(stale), file=sys.stderr)

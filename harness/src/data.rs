@@ -157,6 +157,30 @@ pub struct SeedCallback {
 }
 
 /// One measurement of the seed's loop.
+/// One interval of a traced loop: on `lane` (the host thread, a compute stream, the copy
+/// stream), `label` from `start_us` to `end_us`, µs after the trace's start.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    pub lane: &'static str,
+    pub label: String,
+    pub start_us: f64,
+    pub end_us: f64,
+}
+
+/// A few cycles of the seed's loop for one strategy, each interval timed: the device's by
+/// events (their offsets from one reference event), the host's by its clock (read when that
+/// reference event completed, so both share an origin to within a few µs).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopTrace {
+    pub approach: &'static str,
+    pub kernel_us: f64,
+    pub cpu_us: f64,
+    /// Cycles whose readback held the right count and rows.
+    pub correct: usize,
+    pub cycles: usize,
+    pub spans: Vec<Span>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LoopResult {
     /// Approach name.
@@ -223,6 +247,8 @@ pub struct Measurements {
     pub costs: Costs,
     /// The seed's loop, every approach at every kernel/CPU ratio.
     pub seed_loop: Vec<LoopResult>,
+    /// A few traced cycles of the seed's loop per strategy (the timeline picture's source).
+    pub seed_trace: Vec<LoopTrace>,
     /// The seed's own callback.
     pub seed_callback: SeedCallback,
 }

@@ -1,7 +1,8 @@
 //! Synthetic measurements for the tests, no GPU needed: every section of a default run, with
 //! every point and approach of the plan, and plausible H200-like numbers.
 use crate::data::{
-    Costs, GridProbe, LoopResult, Machine, Measurements, Point, Samples, SeedCallback,
+    Costs, GridProbe, LoopResult, LoopTrace, Machine, Measurements, Point, Samples, SeedCallback,
+    Span,
 };
 use crate::plan::Args;
 use crate::stats::Summary;
@@ -101,6 +102,56 @@ pub fn measurements() -> Measurements {
             })
         })
         .collect();
+    // Six cycles per traced strategy: kernels of 200 µs, a readback of 12 µs after each; the
+    // synchronizing one launches kernel k only after readback k-1, the others at once.
+    let seed_trace = pipeline::Loop::TRACED
+        .iter()
+        .map(|a| {
+            let gap = if *a == sweep::Approach::Sync {
+                230.0
+            } else {
+                205.0
+            };
+            let mut spans = Vec::new();
+            for k in 0..6 {
+                let ks = k as f64 * gap;
+                let lane = if k % 2 == 0 {
+                    "compute stream 0"
+                } else {
+                    "compute stream 1"
+                };
+                let span = |lane, label: String, start_us, end_us| Span {
+                    lane,
+                    label,
+                    start_us,
+                    end_us,
+                };
+                spans.push(span(lane, format!("kernel {k}"), ks, ks + 200.0));
+                spans.push(span(
+                    "copy stream",
+                    format!("readback {k}"),
+                    ks + 200.0,
+                    ks + 212.0,
+                ));
+                spans.push(span("host", format!("launch {k}"), ks - 4.0, ks));
+                spans.push(span("host", format!("wait {k}"), ks + 4.0, ks + 214.0));
+                spans.push(span(
+                    "host",
+                    format!("CPU work {k}"),
+                    ks + 214.0,
+                    ks + 219.0,
+                ));
+            }
+            LoopTrace {
+                approach: a.name(),
+                kernel_us: 200.0,
+                cpu_us: 5.0,
+                correct: if *a == sweep::Approach::Naive { 3 } else { 6 },
+                cycles: 6,
+                spans,
+            }
+        })
+        .collect();
     let costs = Costs {
         calls: costs::CALLS
             .iter()
@@ -133,6 +184,7 @@ pub fn measurements() -> Measurements {
         })
         .collect();
     Measurements {
+        seed_trace,
         machine: Machine {
             gpu: "NVIDIA H200".into(),
             compute_capability: "9.0".into(),

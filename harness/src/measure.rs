@@ -1,7 +1,7 @@
 //! Runs every section of the comparison on one GPU, in order: the latency sweep, the grid
 //! probe, the enqueue cost breakdown, the realistic producer, the seed's loop and, last, the
 //! seed's own callback (it may leave its stream stuck).
-use crate::data::{self, LoopResult, Measurements, Point, Samples, M};
+use crate::data::{self, LoopResult, LoopTrace, Measurements, Point, Samples, M};
 use crate::plan::{Args, CAPACITIES};
 use crate::schedule::{self, Schedule};
 use crate::sweep::{self, Approach, Rig};
@@ -79,7 +79,9 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
         module.function("hx_busy_produce")?,
         module.function("hx_busy_append")?,
     );
-    let seed_loop = seed_loop(&mut pipeline::Loop::new(ctx, busy, busy_append)?, ctx, args)?;
+    let mut lp = pipeline::Loop::new(ctx, busy, busy_append)?;
+    let seed_loop = seed_loop(&mut lp, ctx, args)?;
+    let seed_trace = seed_trace(&mut lp, ctx)?;
 
     eprintln!("compare: the seed's callback");
     let seed_callback = seed_callback::measure(&mut rig, 4096, 10)?;
@@ -97,6 +99,7 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
         shape16,
         costs,
         seed_loop,
+        seed_trace,
         seed_callback,
     })
 }
@@ -184,6 +187,18 @@ fn repetition(
         }
     }
     Ok(())
+}
+
+/// A few cycles of the seed's loop per traced strategy (200 µs kernels, 5 µs of CPU work), after
+/// a warm-up: the timeline picture's source, not a measurement of rates.
+fn seed_trace(lp: &mut pipeline::Loop, ctx: &Arc<CudaContext>) -> Result<Vec<LoopTrace>> {
+    let mut worker = worker::Worker::start(ctx.clone());
+    let mut out = Vec::new();
+    for a in pipeline::Loop::TRACED {
+        lp.trace(a, 200.0, 5.0, 8, &mut worker)?; // warm-up
+        out.push(lp.trace(a, 200.0, 5.0, 6, &mut worker)?);
+    }
+    Ok(out)
 }
 
 /// The seed's loop at each kernel/CPU ratio: a warm-up of every approach, then rounds in which

@@ -2,10 +2,11 @@
 //! k-1 enqueued, then kernel k launched as early as the approach allows, then the host waits
 //! for the readback and does its CPU work. Cycles per second for each approach.
 use crate::cuda::{self, Event};
-use crate::data::LoopResult;
+use crate::data::{LoopResult, LoopTrace, Span};
 use crate::sweep::{Approach, SLOTS};
 use crate::worker::{Job, Worker};
 use anyhow::{bail, Context, Result};
+use sized_readback::cudarc::driver::sys::CUevent_flags;
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::Kernel;
 use sized_readback::testing::{BareSizedCopy, DeviceBuffer, PinnedBuffer};
@@ -221,6 +222,16 @@ impl Loop {
                 worker.submit(s, job)?;
                 Ok(Pending::Worker)
             }
+            Approach::Naive => {
+                // The seed's bug (traced only): the data copy's size is the host count as it
+                // is now, before the count copy just enqueued has run.
+                // SAFETY: a pinned i32; a stale value is the point.
+                let n = unsafe { std::ptr::read_volatile(hc) }.clamp(0, N as i32) as usize;
+                // SAFETY: h_data holds N doubles, read after copy_done.
+                unsafe { cuda::dtoh(self.h_data.host_ptr(), dd, n * 8, s)? };
+                cuda::record(self.copy_done.0, s)?;
+                Ok(Pending::Copy)
+            }
             other => bail!("{} is not part of the loop", other.name()),
         }
     }
@@ -336,6 +347,130 @@ impl Loop {
             seconds,
             cycles_per_s: cycles as f64 / seconds,
             correct,
+        })
+    }
+
+    /// The strategies of the timeline picture: the seed's naive copies, its synchronizing
+    /// fix, and the library (mapped slot, trailer wait).
+    pub const TRACED: [Approach; 3] = [Approach::Naive, Approach::Sync, Approach::MappedTrailer];
+
+    /// Runs `cycles` cycles of `a` as [`Loop::run`] does, timing every interval: each kernel
+    /// and each readback's copies by events, the host's calls, waits and CPU work by its clock.
+    pub fn trace(
+        &mut self,
+        a: Approach,
+        kernel_us: f64,
+        cpu_us: f64,
+        cycles: u64,
+        worker: &mut Worker,
+    ) -> Result<LoopTrace> {
+        let timed = || {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .context("cuEventCreate")
+        };
+        let n = cycles as usize;
+        let (origin, k_start, k_end, c_end) = (
+            timed()?,
+            (0..n).map(|_| timed()).collect::<Result<Vec<_>>>()?,
+            (0..n).map(|_| timed()).collect::<Result<Vec<_>>>()?,
+            (0..n).map(|_| timed()).collect::<Result<Vec<_>>>()?,
+        );
+        self.ctx.synchronize().context("cuCtxSynchronize")?;
+        origin.record(&self.compute[0]).context("cuEventRecord")?;
+        origin.synchronize().context("cuEventSynchronize")?;
+        let t0 = Instant::now();
+        let host = |t: Instant| (t - t0).as_secs_f64() * 1e6;
+        let ns = (kernel_us * 1e3) as u64;
+        let cpu = Duration::from_secs_f64(cpu_us * 1e-6);
+        let mut spans = Vec::new();
+        let mut span = |lane, label: String, start_us, end_us| {
+            spans.push(Span {
+                lane,
+                label,
+                start_us,
+                end_us,
+            })
+        };
+        let launch = |lp: &Self, k: u64| -> Result<(f64, f64)> {
+            let b = (k % 2) as usize;
+            let t = Instant::now();
+            k_start[k as usize].record(&lp.compute[b])?;
+            lp.launch(k, ns)?;
+            k_end[k as usize].record(&lp.compute[b])?;
+            Ok((host(t), host(Instant::now())))
+        };
+        let calls = match a {
+            Approach::Sync => "copy count, synchronize, copy n",
+            Approach::Naive => "copy count, copy n (stale)",
+            _ => "enqueue",
+        };
+        let mut correct = 0;
+        let (s0, e0) = launch(self, 0)?;
+        span("host", "launch 0".into(), s0, e0);
+        for k in 1..=cycles {
+            let t = Instant::now();
+            let p = self.communicate(a, k - 1, worker)?;
+            c_end[(k - 1) as usize].record(&self.copy)?;
+            span(
+                "host",
+                format!("{calls} {}", k - 1),
+                host(t),
+                host(Instant::now()),
+            );
+            if k < cycles {
+                let (s, e) = launch(self, k)?;
+                span("host", format!("launch {k}"), s, e);
+            }
+            let t = Instant::now();
+            let ok = self.receive(p, k - 1, worker)?;
+            span(
+                "host",
+                format!("wait {}", k - 1),
+                host(t),
+                host(Instant::now()),
+            );
+            correct += usize::from(ok);
+            let w1 = Instant::now();
+            while w1.elapsed() < cpu {
+                std::hint::spin_loop();
+            }
+            span(
+                "host",
+                format!("CPU work {}", k - 1),
+                host(w1),
+                host(Instant::now()),
+            );
+        }
+        self.ctx.synchronize().context("cuCtxSynchronize")?;
+        self.cycle += cycles + 1;
+        let at = |e: &CudaEvent| -> Result<f64> { Ok(f64::from(origin.elapsed_ms(e)?) * 1e3) };
+        let mut copy_free = 0.0f64;
+        for k in 0..n {
+            let lane = if k % 2 == 0 {
+                "compute stream 0"
+            } else {
+                "compute stream 1"
+            };
+            let (ks, ke, ce) = (at(&k_start[k])?, at(&k_end[k])?, at(&c_end[k])?);
+            span(lane, format!("kernel {k}"), ks, ke);
+            // The readback's device work starts when both its kernel and the copy stream's
+            // previous work are done.
+            span(
+                "copy stream",
+                format!("readback {k}"),
+                ke.max(copy_free),
+                ce,
+            );
+            copy_free = ce;
+        }
+        Ok(LoopTrace {
+            approach: a.name(),
+            kernel_us,
+            cpu_us,
+            correct,
+            cycles: n,
+            spans,
         })
     }
 
