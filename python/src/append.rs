@@ -5,7 +5,7 @@ use crate::errors::IntoPy;
 use crate::info::{self, Facts};
 use crate::keep::Keep;
 use crate::settings::{
-    check_capacity, check_settings, check_staged_copy, transport_name, IntSetting,
+    check_capacity, check_settings, check_spill, check_staged_copy, transport_name, IntSetting,
 };
 use crate::shared::{open, Shared};
 use crate::spec::{describe_columns, parse_columns, ColSpec};
@@ -75,6 +75,9 @@ impl AppendReadback {
 impl AppendReadback {
     #[new]
     #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(2), device=IntSetting(0), transport="mapped", spill=None, staged_copy="auto"))]
+    #[pyo3(
+        text_signature = "(capacity, dtype=None, columns=None, slots=2, device=0, transport='mapped', spill=None, staged_copy='auto')"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -90,10 +93,7 @@ impl AppendReadback {
         let (capacity, slots, device, transport) =
             check_settings(capacity.0, slots.0, device.0, transport)?;
         let staged_copy = check_staged_copy(staged_copy)?;
-        let spill = spill.map(|s| s.0);
-        if spill.is_some_and(|s| s < 0) {
-            return Err(PyValueError::new_err("spill must be 0 or more rows"));
-        }
+        let spill = check_spill(spill.map(|s| s.0))?;
         let (specs, columns) = parse_columns(py, dtype, columns)?;
         let mut config = ReadbackConfig::new(capacity)
             .slots(slots)

@@ -101,6 +101,7 @@ impl GraphReadback {
 impl GraphReadback {
     #[new]
     #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(8), device=IntSetting(0)))]
+    #[pyo3(text_signature = "(capacity, dtype=None, columns=None, slots=8, device=0)")]
     fn new(
         py: Python<'_>,
         capacity: IntSetting,

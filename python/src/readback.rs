@@ -118,6 +118,9 @@ impl Readback {
     /// `CudaError` when an allocation or the kernel's loading fails.
     #[new]
     #[pyo3(signature = (capacity, dtype=None, columns=None, slots=IntSetting(2), device=IntSetting(0), transport="mapped", staged_copy="auto"))]
+    #[pyo3(
+        text_signature = "(capacity, dtype=None, columns=None, slots=2, device=0, transport='mapped', staged_copy='auto')"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

@@ -56,6 +56,16 @@ pub(crate) fn check_capacity(capacity: i64) -> PyResult<usize> {
     Ok(capacity as usize)
 }
 
+/// An append readback's spill rows, from Python: none, or 0 or more.
+pub(crate) fn check_spill(spill: Option<i64>) -> PyResult<Option<i64>> {
+    match spill {
+        Some(s) if s < 0 => Err(config_error(format!(
+            "spill must be 0 or more rows, not {s}"
+        ))),
+        s => Ok(s),
+    }
+}
+
 fn config_error(msg: String) -> PyErr {
     Python::attach(|py| make(py, "ConfigError", msg, &[]))
 }
@@ -81,7 +91,8 @@ pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
 /// An integer setting (capacity, slots, device, spill) as Python passes it: any int. One past
 /// the range of `i64` saturates, so that the settings' own checks refuse it with a
 /// `ConfigError` that names it, as they refuse any other out-of-range value (an `OverflowError`
-/// from the conversion would name neither the setting nor the rule). Not an int: `TypeError`.
+/// from the conversion would name neither the setting nor the rule). Not an int, or a bool:
+/// `TypeError`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IntSetting(pub(crate) i64);
 
@@ -89,6 +100,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for IntSetting {
     type Error = PyErr;
 
     fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // A bool is an int to Python, but `Readback(True)` is a mistake, not one row.
+        if obj.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "expected an int, not a bool",
+            ));
+        }
         match obj.extract::<i64>() {
             Ok(v) => Ok(IntSetting(v)),
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {

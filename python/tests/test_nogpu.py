@@ -172,3 +172,21 @@ def test_settings_past_64_bits_are_config_errors():
         srb.GraphReadback(2**63, dtype="f8")
     with pytest.raises(TypeError):
         srb.Readback("8", dtype="f8")
+
+
+def test_a_negative_spill_and_a_bool_setting_are_refused_before_the_driver():
+    with pytest.raises(srb.ConfigError, match="spill must be 0 or more rows, not -1"):
+        srb.AppendReadback(8, dtype="f8", spill=-1)
+    for kw in (dict(capacity=True), dict(capacity=8, slots=False)):
+        with pytest.raises(TypeError, match="not a bool"):
+            srb.Readback(dtype="f8", **kw)
+
+
+def test_constructor_signatures_show_their_defaults():
+    import inspect
+
+    assert str(inspect.signature(srb.Readback)) == (
+        "(capacity, dtype=None, columns=None, slots=2, device=0, transport='mapped', staged_copy='auto')"
+    )
+    assert "slots=8, device=0" in str(inspect.signature(srb.GraphReadback))
+    assert "spill=None" in str(inspect.signature(srb.AppendReadback))
