@@ -1,8 +1,8 @@
 //! Graph readbacks dropped after they recorded into a graph: a captured graph may still be
 //! replayed and write into their slots, reading the arrays they recorded, so both stay
-//! allocated past the drop. They are freed when the process ends (`release_retired`, which
-//! the package registers with `atexit`): after the context has finished every replay already
-//! launched, no graph launched later can reach them.
+//! allocated past the drop. They are freed when the interpreter exits (`release_retired`,
+//! which the package registers with `atexit`), once their context has finished every replay
+//! already launched; no graph that recorded them may be launched after that.
 use pyo3::prelude::*;
 use std::sync::{Arc, Mutex, MutexGuard};
 
