@@ -32,8 +32,10 @@ def signature(node):
 
 
 def doc_of(node):
+    """The docstring as `help()` prints it, in a text block: docstrings are reStructuredText,
+    whose indented examples Markdown would take for code (and mdbook test for Rust)."""
     d = ast.get_docstring(node)
-    return d.strip() if d else ""
+    return f"```text\n{d.strip()}\n```" if d else ""
 
 
 def render(title, path):
