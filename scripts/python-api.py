@@ -26,9 +26,11 @@ def public(name):
 
 
 def signature(node):
+    """A stub line (`def f(...) -> T: ...`), fenced as `py`: highlighted as Python, but not one
+    of the ```python examples that python/tests/test_readme.py parses and, on a GPU, runs."""
     args = ast.unparse(node.args)
     ret = f" -> {ast.unparse(node.returns)}" if node.returns else ""
-    return f"def {node.name}({args}){ret}"
+    return f"def {node.name}({args}){ret}: ..."
 
 
 def doc_of(node):
@@ -44,7 +46,7 @@ def render(title, path):
     out = [f"## {title}", "", f"From `python/sized_readback/{path}`.", ""]
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and public(node.name):
-            out += [f"### `{node.name}()`", "", "```python", signature(node), "```", ""]
+            out += [f"### `{node.name}()`", "", "```py", signature(node), "```", ""]
             if doc_of(node):
                 out += [doc_of(node), ""]
         elif isinstance(node, ast.ClassDef) and public(node.name):
@@ -56,7 +58,7 @@ def render(title, path):
                 if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and public(m.name):
                     decorators = [ast.unparse(d) for d in m.decorator_list]
                     kind = " (property)" if "property" in decorators else ""
-                    out += [f"#### `{node.name}.{m.name}`{kind}", "", "```python", signature(m), "```", ""]
+                    out += [f"#### `{node.name}.{m.name}`{kind}", "", "```py", signature(m), "```", ""]
                     if doc_of(m):
                         out += [doc_of(m), ""]
     return out
