@@ -89,10 +89,9 @@ pub(crate) fn staged_copy_name(c: Option<StagedCopy>) -> Option<&'static str> {
 }
 
 /// An integer setting (capacity, slots, device, spill) as Python passes it: any int. One past
-/// the range of `i64` saturates, so that the settings' own checks refuse it with a
-/// `ConfigError` that names it, as they refuse any other out-of-range value (an `OverflowError`
-/// from the conversion would name neither the setting nor the rule). Not an int, or a bool:
-/// `TypeError`.
+/// the range of `i64` is a `ConfigError` that gives the caller's number (pyo3 adds a note naming
+/// the argument); an `OverflowError` from the conversion would name no rule. Not an int, or a
+/// bool: `TypeError`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IntSetting(pub(crate) i64);
 
@@ -109,8 +108,10 @@ impl<'a, 'py> FromPyObject<'a, 'py> for IntSetting {
         match obj.extract::<i64>() {
             Ok(v) => Ok(IntSetting(v)),
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
-                let positive = obj.gt(0)?;
-                Ok(IntSetting(if positive { i64::MAX } else { i64::MIN }))
+                Err(config_error(format!(
+                    "{} is past the range of a 64-bit integer setting",
+                    obj.repr()?
+                )))
             }
             Err(e) => Err(e),
         }

@@ -166,8 +166,10 @@ def test_settings_past_64_bits_are_config_errors():
         with pytest.raises(srb.ConfigError) as e:
             srb.Readback(dtype="f8", **kw)
         assert not isinstance(e.value, OverflowError), e.value
-    with pytest.raises(srb.ConfigError):
+    with pytest.raises(srb.ConfigError, match=str(2**65)):
         srb.AppendReadback(8, dtype="f8", spill=2**65)
+    with pytest.raises(srb.ConfigError, match=f"{2**70} is past the range"):
+        srb.Readback(2**70, dtype="f8")
     with pytest.raises(srb.ConfigError):
         srb.GraphReadback(2**63, dtype="f8")
     with pytest.raises(TypeError):
