@@ -183,6 +183,16 @@ module sized_readback
     integer(c_int32_t) :: elem_size(SRB_MAX_COLUMNS)
   end type srb_append_desc
 
+  !> The library's allocations alive at one moment (srb_live_allocations): device memory and
+  !> page-locked host memory, counts and bytes; back where they were once every handle made since
+  !> is destroyed.
+  type, bind(c), public :: srb_allocations
+    integer(c_size_t) :: device
+    integer(c_size_t) :: device_bytes
+    integer(c_size_t) :: pinned
+    integer(c_size_t) :: pinned_bytes
+  end type srb_allocations
+
   ! ---- the C functions -----------------------------------------------------------------------
 
   public :: srb_create, srb_create_append, srb_create_buckets, srb_enqueue_buckets, srb_buckets
@@ -190,7 +200,7 @@ module sized_readback
   public :: srb_destroy, srb_enqueue, srb_append_begin, srb_append_end, srb_append_desc_graph
   public :: srb_record, srb_poll, srb_wait, srb_next, srb_count, srb_data, srb_bucket_data
   public :: srb_fetch_spill, srb_spill_data, srb_spill_bucket_data, srb_release, srb_capacity
-  public :: srb_last_error
+  public :: srb_last_error, srb_live_allocations
 
   ! ---- Fortran helpers -----------------------------------------------------------------------
 
@@ -465,6 +475,13 @@ module sized_readback
       integer(c_int64_t), value :: seq
       integer(c_int32_t) :: code
     end function srb_release
+
+    !> Stores the library's allocations alive now in `out` (SRB_OK).
+    function srb_live_allocations(out) result(code) bind(c, name="srb_live_allocations")
+      import :: c_int32_t, srb_allocations
+      type(srb_allocations), intent(out) :: out
+      integer(c_int32_t) :: code
+    end function srb_live_allocations
 
     !> Rows per slot of the readback (0 if `rb` is null).
     function srb_capacity(rb) result(n) bind(c, name="srb_capacity")

@@ -207,12 +207,35 @@ typedef struct CUstream_st CUstream_st;
 // `srb_destroy`.
 typedef struct srb_readback srb_readback;
 
+// The library's allocations alive at one moment, over every device (`srb_live_allocations`).
+typedef struct srb_allocations {
+  // Device memory (`cuMemAlloc`): the staged transports' device slots and block counters.
+  size_t device;
+  // Their bytes.
+  size_t device_bytes;
+  // Page-locked host memory (`cuMemHostAlloc`): the slots, mapped or not.
+  size_t pinned;
+  // Their bytes.
+  size_t pinned_bytes;
+} srb_allocations;
+
 // A device address, as `CUdeviceptr` (a runtime-API device pointer cast to an integer).
 typedef unsigned long long srb_devptr;
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Stores in `*out` the device and pinned allocations the library holds now. Once every
+// handle made since is destroyed (`srb_destroy`), the counts are back where they were: a
+// caller's leak check can tell the library's memory from its own. Needs no driver (all zero
+// without one).
+//
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `out`.
+//
+// # Safety
+// `out` is null or writable.
+int32_t srb_live_allocations(struct srb_allocations *out);
 
 // Append mode: reserves a slot for one append kernel on `stream` (after `after`, if not
 // null), stores its descriptor in `*desc_out` (pass it by value to the kernel, which appends

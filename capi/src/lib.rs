@@ -34,6 +34,7 @@
 // test and tool targets share helper modules that it would flag.
 #![deny(unreachable_pub)]
 
+mod allocations;
 mod append;
 mod args;
 mod boundary;
@@ -50,6 +51,7 @@ mod spill;
 mod types;
 mod wait;
 
+pub use allocations::{srb_allocations, srb_live_allocations};
 pub use append::{srb_append_begin, srb_append_desc_graph, srb_append_end};
 pub use codes::*;
 pub use create::{

@@ -41,6 +41,8 @@ pub(crate) fn capi_host_mode() -> Result<()> {
         (sized, capi::SRB_COPY_SIZED),
     ] {
         let mut rb: *mut capi::srb_readback = std::ptr::null_mut();
+        // The test runs alone (exclusive): the library's allocations are this readback's.
+        let before = live()?;
         // SAFETY: every pointer below is valid for the call; buffers outlive the readback.
         unsafe {
             let code = capi::srb_create(0, cap, 2, 3, sizes.as_ptr(), flags, &mut rb);
@@ -53,6 +55,11 @@ pub(crate) fn capi_host_mode() -> Result<()> {
                 continue;
             }
             ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+            let made = live()?;
+            ensure!(
+                made.pinned > before.pinned,
+                "create: {before:?} -> {made:?}"
+            );
             ensure!(capi::srb_capacity(rb) == cap);
             ensure!(
                 capi::srb_staged_copy(rb) == copy,
@@ -199,7 +206,21 @@ pub(crate) fn capi_host_mode() -> Result<()> {
             );
             capi::srb_destroy(rb);
         }
+        let after = live()?;
+        ensure!(
+            after == before,
+            "flags {flags:#x}: destroy left {before:?} -> {after:?}"
+        );
     }
     stream.synchronize()?;
     Ok(())
+}
+
+/// The library's allocations alive now, through the C API.
+fn live() -> Result<capi::srb_allocations> {
+    let mut a = capi::srb_allocations::default();
+    // SAFETY: a writable local.
+    let code = unsafe { capi::srb_live_allocations(&mut a) };
+    ensure!(code == capi::SRB_OK, "srb_live_allocations: {code}");
+    Ok(a)
 }
