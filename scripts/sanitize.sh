@@ -141,13 +141,17 @@ python_run() { # python_run TOOL: the pytest subset under TOOL, or a line saying
     run python "$1" clean -- python3 -m pytest -q -p no:cacheprovider "${tests[@]}")
 }
 
+finish() { # finish LABEL: the logs packed, the verdict of every run, the exit status
+  [ -e "$logs/FAILED" ] && fail=1
+  tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
+  echo "sanitize$1: $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  exit $fail
+}
+
 # SANITIZE_SET=python-leaks: memcheck's leak check over the Python subset alone.
 if [ "${SANITIZE_SET:-}" = python-leaks ]; then
   python_run memcheck
-  [ -e "$logs/FAILED" ] && fail=1
-  tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
-  echo "sanitize (python-leaks): $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
-  exit $fail
+  finish " (python-leaks)"
 fi
 
 # SANITIZE_SET=kernels: one small dedicated case per kernel of the library under every tool
@@ -165,10 +169,7 @@ if [ "${SANITIZE_SET:-}" = kernels ]; then
     ) &
   done
   wait
-  [ -e "$logs/FAILED" ] && fail=1
-  tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
-  echo "sanitize (kernels): $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
-  exit $fail
+  finish " (kernels)"
 fi
 
 # One sequence of runs per tool; the tools run at the same time (separate processes and
@@ -220,7 +221,4 @@ for tool in $tools; do
 done
 wait
 
-[ -e "$logs/FAILED" ] && fail=1
-tar -czf "$out/sanitize-logs.tar.gz" -C "$(dirname "$logs")" sanitize-logs
-echo "sanitize: $([ $fail = 0 ] && echo ALL CLEAN || echo SOME FAILED) in $(( $(date +%s) - start )) s" | tee -a "$summary"
-exit $fail
+finish ""
