@@ -383,49 +383,41 @@ int main(int argc, char **argv) {
     int n = counts[steps - 1];
     if (!y_is(n, ref_consume)) ++wrong, printf("  loop %s: last step WRONG\n", name);
   };
-  for (int r = 0; r < repeats + 2; ++r) {
-    bool keep = r >= 2;  // two warm-ups
-    CK(cudaMemsetAsync(b.y, 0, CAP * 4, s));
-    CK(cudaStreamSynchronize(s));
-    auto t0 = clk::now();
-    for (int k = 0; k < steps; ++k) {
-      produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
-      CK(cudaMemcpyAsync(h_count, b.count, 4, cudaMemcpyDeviceToHost, s));
-      CK(cudaStreamSynchronize(s));
-      int n = *h_count;
-      consume<<<(n + 255) / 256, 256, 0, s>>>(b.x, b.y, b.count);
-    }
-    CK(cudaStreamSynchronize(s));
-    if (keep) t_sync.push_back(us(t0, clk::now()) / steps);
-    if (r == 0) check_last("sync");
-    CK(cudaMemsetAsync(b.y, 0, CAP * 4, s));
-    CK(cudaStreamSynchronize(s));
-    t0 = clk::now();
-    for (int k = 0; k < steps; ++k) {
-      produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
-      consume<<<(int)over_grid, 256, 0, s>>>(b.x, b.y, b.count);
-    }
-    CK(cudaStreamSynchronize(s));
-    if (keep) t_over.push_back(us(t0, clk::now()) / steps);
-    if (r == 0) check_last("over");
-    CK(cudaMemsetAsync(b.y, 0, CAP * 4, s));
-    CK(cudaStreamSynchronize(s));
-    t0 = clk::now();
-    for (int k = 0; k < steps; ++k) {
-      produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
-      CK(cudaGraphLaunch(kernel_sw.exec, s));
-    }
-    CK(cudaStreamSynchronize(s));
-    if (keep) t_sized.push_back(us(t0, clk::now()) / steps);
-    if (r == 0) check_last("sized");
+  // One way's run of the loop: y cleared, `steps` steps timed per step (after two warm-ups),
+  // the last step's rows checked on the first.
+  auto way = [&](int r, const char *name, std::vector<double> &t, const std::function<void()> &run) {
     CK(cudaMemsetAsync(b.y, 0, CAP * 4, s));
     CK(cudaMemsetAsync(b.step, 0, 4, s));
     CK(cudaStreamSynchronize(s));
-    t0 = clk::now();
-    CK(cudaGraphLaunch(while_exec, s));
+    auto t0 = clk::now();
+    run();
     CK(cudaStreamSynchronize(s));
-    if (keep) t_while.push_back(us(t0, clk::now()) / steps);
-    if (r == 0) check_last("while");
+    if (r >= 2) t.push_back(us(t0, clk::now()) / steps);
+    if (r == 0) check_last(name);
+  };
+  for (int r = 0; r < repeats + 2; ++r) {
+    way(r, "sync", t_sync, [&] {
+      for (int k = 0; k < steps; ++k) {
+        produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
+        CK(cudaMemcpyAsync(h_count, b.count, 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        int n = *h_count;
+        consume<<<(n + 255) / 256, 256, 0, s>>>(b.x, b.y, b.count);
+      }
+    });
+    way(r, "over", t_over, [&] {
+      for (int k = 0; k < steps; ++k) {
+        produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
+        consume<<<(int)over_grid, 256, 0, s>>>(b.x, b.y, b.count);
+      }
+    });
+    way(r, "sized", t_sized, [&] {
+      for (int k = 0; k < steps; ++k) {
+        produce<<<1024, 256, 0, s>>>(b.x, b.count, b.counts, nullptr, k);
+        CK(cudaGraphLaunch(kernel_sw.exec, s));
+      }
+    });
+    way(r, "while", t_while, [&] { CK(cudaGraphLaunch(while_exec, s)); });
   }
   auto line = [&](const char *name, std::vector<double> &v) {
     printf("loop %-6s p50 %8.2f  p99 %8.2f  /sync %.3f  /over %.3f\n", name, pct(v, 0.5), pct(v, 0.99),
