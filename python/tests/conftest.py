@@ -40,18 +40,17 @@ ALLOC_REPORT = os.environ.get("SRB_ALLOC_REPORT")
 _ALLOCS = []
 
 
+def _settled_allocations():
+    """The library's live allocations and retired graph readbacks once a gc pass has run."""
+    gc.collect()
+    return {**srb.live_allocations(), "retired": srb._native.retired_count()}
+
+
 @pytest.fixture(autouse=True)
 def _library_allocations(request):
     yield
     if ALLOC_REPORT:
-        gc.collect()
-        _ALLOCS.append(
-            {
-                "test": request.node.nodeid,
-                **srb.live_allocations(),
-                "retired": srb._native.retired_count(),
-            }
-        )
+        _ALLOCS.append({"test": request.node.nodeid, **_settled_allocations()})
 
 
 def pytest_configure(config):
@@ -115,10 +114,8 @@ def pytest_sessionfinish(session, exitstatus):
     if ALLOC_REPORT:
         import json
 
-        gc.collect()
-        final = {**srb.live_allocations(), "retired": srb._native.retired_count()}
         with open(ALLOC_REPORT, "w") as f:
-            json.dump({"after_each_test": _ALLOCS, "at_session_end": final}, f, indent=1)
+            json.dump({"after_each_test": _ALLOCS, "at_session_end": _settled_allocations()}, f, indent=1)
     if not RELEASE_AT_EXIT:
         return
     # The graph readbacks the tests dropped after recording, and the framework arrays they
