@@ -47,10 +47,21 @@ tools="${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}"
 cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 start=$(date +%s)
 fail=0
+# compute-sanitizer saves the host call stack of every allocation for its leak report, Python
+# frames included, and holds each of those Python frames (and so every object they reference)
+# until the allocation is freed: under --leak-check full, an allocation made from a test
+# function keeps that function's frame, and with it the readback that would free the
+# allocation, alive to the exit, a leak of the tool's own making (every readback of the subset,
+# and PyTorch's and CuPy's arrays, at 82173de). "--show-backtrace device" saves no host
+# backtrace, and the leak check then reports what the program really left allocated
+# (results/2026-12-04/gpu-verify-82173de). SANITIZE_PY_BACKTRACE_OPT overrides it ("" keeps the
+# host backtraces, to find an allocation's owner, with that caveat).
+read -ra py_bt_opt <<<"${SANITIZE_PY_BACKTRACE_OPT---show-backtrace device}"
 {
   echo "# compute-sanitizer runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# $("$cs" --version 2>&1 | tail -n 1)"
   echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
+  echo "# Python runs: ${py_bt_opt[*]:-host backtraces kept}"
 } > "$summary"
 
 # Small settings so the instrumented runs stay short; the same tests run in full unsanitized.
@@ -73,6 +84,7 @@ run() {
   # frees the graph readbacks dropped after recording (sized_readback.release_retired) and
   # empties PyTorch's and CuPy's pools before the exit, so what is left is a real leak.
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ "$name" = python ] && extra+=("${py_bt_opt[@]}")
   local t0; t0=$(date +%s%N)
   timeout "$per_run" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit "${SANITIZE_PRINT_LIMIT:-20}" "$@" > "$log" 2>&1
   local rc=$?

@@ -46,11 +46,42 @@ def _settled_allocations():
     return {**srb.live_allocations(), "retired": srb._native.retired_count()}
 
 
+def _describe(o):
+    """A short name for an object holding a readback: a frame by its code, a dict by its keys."""
+    if isinstance(o, type(sys._getframe())):
+        return f"frame {o.f_code.co_name} ({o.f_code.co_filename.rsplit('/', 1)[-1]}:{o.f_lineno})"
+    if isinstance(o, dict):
+        return f"dict keys {sorted(map(str, o))[:8]}"
+    return type(o).__qualname__
+
+
+def _holders(limit=6):
+    """Who holds the library's live objects: for each readback, ticket or readout still alive,
+    the containers referring to it and, one level up, what refers to those (gc's view; the
+    library's objects are not tracked themselves, their holders are)."""
+    kinds = tuple(getattr(srb, k) for k in ("Readback", "Ticket", "Readout", "GraphReadback") if hasattr(srb, k))
+    found = []
+    tracked = gc.get_objects()
+    for o in tracked:
+        for r in gc.get_referents(o):
+            if isinstance(r, kinds):
+                up = [_describe(u) for u in gc.get_referrers(o) if u is not tracked and u is not found][:4]
+                found.append(f"{type(r).__name__} held by {_describe(o)} <- {up}")
+                if len(found) >= limit:
+                    return found
+    return found
+
+
 @pytest.fixture(autouse=True)
 def _library_allocations(request):
+    before = srb.live_allocations() if ALLOC_REPORT else None
     yield
     if ALLOC_REPORT:
-        _ALLOCS.append({"test": request.node.nodeid, **_settled_allocations()})
+        now = _settled_allocations()
+        entry = {"test": request.node.nodeid, **now}
+        if now["pinned"] > before["pinned"] or now["device"] > before["device"]:
+            entry["holders"] = _holders()
+        _ALLOCS.append(entry)
 
 
 def pytest_configure(config):
