@@ -28,7 +28,7 @@ HARNESS = "results/2026-12-04/harness-41acb58"
 HARNESS_RUNS = [f"{HARNESS}/run-{i}/compare.json" for i in (1, 2, 3)]
 COMD = "results/2026-12-02/comd-8154bc5/comd.json"
 # The harness record whose seed_trace the timeline shows (None: no committed run has one yet).
-TIMELINE = None
+TIMELINE = "results/2026-12-04/harness-82173de/run-1/compare.json"
 M = 1 << 20
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
