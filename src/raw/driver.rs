@@ -7,7 +7,7 @@ use cudarc::driver::CudaContext;
 use std::ffi::c_void;
 
 /// Turns a driver status into `Ok` or an [`Error::Cuda`] naming `call`.
-pub(super) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+pub(crate) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
     status.result().map_err(Error::cuda(call))
 }
 

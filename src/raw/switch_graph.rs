@@ -166,6 +166,49 @@ impl SwitchGraph {
     ) -> Result<Self> {
         let k = u32::try_from(bodies.len()).map_err(|_| Error::config("too many size classes"))?;
         assert!(k >= 1, "a switch needs at least one body");
+        let fill = |i: usize, body_graph: CUgraph| -> Result<()> {
+            for c in &bodies[i] {
+                let copy = memcpy_params(c);
+                let mut node: CUgraphNode = std::ptr::null_mut();
+                // SAFETY: a live body graph; the copy's ranges per the contract.
+                let status = unsafe {
+                    sys::cuGraphAddMemcpyNode(
+                        &mut node,
+                        body_graph,
+                        std::ptr::null(),
+                        0,
+                        &copy,
+                        ctx,
+                    )
+                };
+                check(status, "cuGraphAddMemcpyNode")?;
+            }
+            Ok(())
+        };
+        // SAFETY: per this function's contract.
+        unsafe { Self::build(ctx, kernel, shape, param, k, k - 1, fill, upload) }
+    }
+
+    /// Builds `[kernel] -> SWITCH(k bodies)`, the handle's default `default` at every launch
+    /// (`k` or more: no body unless the kernel sets one), body `i` filled by `fill(i, graph)`;
+    /// instantiates it and enqueues its upload on `upload`. Where `fill` fails, nothing is
+    /// left: the graph is destroyed and its error returned.
+    ///
+    /// # Safety
+    /// As for [`Self::new`], with `fill` adding to each body only nodes whose resources stay
+    /// valid for as long as the graph lives and is launched.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn build(
+        ctx: CUcontext,
+        kernel: &Kernel,
+        shape: LaunchShape,
+        param: *mut c_void,
+        k: u32,
+        default: u32,
+        mut fill: impl FnMut(usize, CUgraph) -> Result<()>,
+        upload: CUstream,
+    ) -> Result<Self> {
+        assert!(k >= 1, "a switch needs at least one body");
         // SAFETY: the types are those of CUDA 12.3's and 12.2's entry points.
         let (handle_create, add_node) = unsafe {
             (
@@ -180,7 +223,8 @@ impl SwitchGraph {
         let graph = guard.0;
         let mut handle: ConditionalHandle = 0;
         // SAFETY: a live graph of the current context; an out-pointer.
-        let status = unsafe { handle_create(&mut handle, graph, ctx, k - 1, COND_ASSIGN_DEFAULT) };
+        let status =
+            unsafe { handle_create(&mut handle, graph, ctx, default, COND_ASSIGN_DEFAULT) };
         check(status, "cuGraphConditionalHandleCreate")?;
         let mut args = [param, (&mut handle as *mut ConditionalHandle).cast()];
         let kp = kernel_params(kernel, shape, &mut args);
@@ -215,25 +259,9 @@ impl SwitchGraph {
                 reason: "cuGraphAddNode returned no SWITCH bodies".into(),
             });
         }
-        for (i, body) in bodies.iter().enumerate() {
+        for i in 0..k as usize {
             // SAFETY: the driver wrote k body graphs at graphs_out.
-            let body_graph = unsafe { *graphs_out.add(i) };
-            for c in body {
-                let copy = memcpy_params(c);
-                let mut node: CUgraphNode = std::ptr::null_mut();
-                // SAFETY: a live body graph; the copy's ranges per the contract.
-                let status = unsafe {
-                    sys::cuGraphAddMemcpyNode(
-                        &mut node,
-                        body_graph,
-                        std::ptr::null(),
-                        0,
-                        &copy,
-                        ctx,
-                    )
-                };
-                check(status, "cuGraphAddMemcpyNode")?;
-            }
+            fill(i, unsafe { *graphs_out.add(i) })?;
         }
         let mut exec: CUgraphExec = std::ptr::null_mut();
         // SAFETY: a complete graph; an out-pointer.
@@ -275,6 +303,47 @@ impl SwitchGraph {
         let status = unsafe { sys::cuGraphLaunch(self.exec, stream) };
         check(status, "cuGraphLaunch")
     }
+}
+
+impl SwitchGraph {
+    /// The graph as built (not the instantiated one): what a capture takes as a child graph.
+    pub(crate) fn template(&self) -> CUgraph {
+        self.graph
+    }
+}
+
+/// `cuStreamBeginCaptureToGraph` (CUDA 12.3): captures a stream's work into an existing graph,
+/// here a SWITCH node's body.
+type CaptureToGraphFn = unsafe extern "C" fn(
+    CUstream,
+    CUgraph,
+    *const CUgraphNode,
+    *const c_void,
+    usize,
+    sys::CUstreamCaptureMode,
+) -> CUresult;
+
+/// Starts capturing `stream`'s work into `graph` (thread-local capture mode: other threads'
+/// unsafe calls are not refused, this thread's are).
+///
+/// # Safety
+/// `stream` is a live stream, not capturing, and `graph` a live graph, both of the current
+/// context; the caller ends the capture with `cuStreamEndCapture` on this thread.
+pub(crate) unsafe fn begin_capture_to_graph(stream: CUstream, graph: CUgraph) -> Result<()> {
+    // SAFETY: the type of CUDA 12.3's entry point.
+    let f = unsafe { entry_point::<CaptureToGraphFn>(c"cuStreamBeginCaptureToGraph", 12030)? };
+    // SAFETY: per the contract; no dependencies.
+    let status = unsafe {
+        f(
+            stream,
+            graph,
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    };
+    check(status, "cuStreamBeginCaptureToGraph")
 }
 
 impl Drop for SwitchGraph {
