@@ -74,6 +74,27 @@ pub enum Error {
         /// Why: the driver's version or error, or the kind of readback.
         reason: String,
     },
+    /// A [`crate::SizedLaunch`] cannot be built here: its class setter sets a SWITCH
+    /// conditional node from a kernel, which needs a CUDA 12.8 driver, or the driver refused
+    /// the graph (the reason says which, with the driver's error).
+    #[error("sized launches are unavailable: {reason}")]
+    SizedLaunchUnavailable {
+        /// The driver's version or error.
+        reason: String,
+    },
+    /// The body recorded for one size class of a [`crate::SizedLaunch`] failed: the closure (C:
+    /// the callback) returned an error, or what it enqueued could not be captured into a CUDA
+    /// graph (a synchronizing call, an allocation, work on another stream not joined back).
+    /// Nothing was built.
+    #[error("the body of size class {class} (n_max {n_max}) failed to record: {reason}")]
+    BodyRecording {
+        /// The size class, from 0 (the smallest).
+        class: usize,
+        /// The largest count that class's body was recorded for.
+        n_max: u64,
+        /// The closure's error or the driver's.
+        reason: String,
+    },
     /// A ticket-based enqueue was given a stream that is capturing a CUDA graph. Its pack would
     /// replay with a frozen slot and sequence number long after the ticket is gone: record a
     /// [`crate::GraphReadback`] instead.

@@ -114,6 +114,8 @@ module sized_readback
   !> The pack kernel did not know the count kind (kernel images older than the library's count
   !> kinds): it read no count and copied nothing.
   integer(c_int), parameter, public :: SRB_ERR_UNKNOWN_COUNT_KIND = -27
+  integer(c_int), parameter, public :: SRB_ERR_SIZED_LAUNCH_UNAVAILABLE = -28
+  integer(c_int), parameter, public :: SRB_ERR_BODY_RECORDING = -29
   !> A Rust panic was caught at the boundary (a bug; please report it).
   integer(c_int), parameter, public :: SRB_ERR_PANIC = -100
   !> srb_create flag: the staged transport (device slot, then one copy), not mapped memory.

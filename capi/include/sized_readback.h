@@ -136,6 +136,16 @@
 // argument is refused before any launch, with `SRB_ERR_INVALID_ARGUMENT`.
 #define SRB_ERR_UNKNOWN_COUNT_KIND (-27)
 
+// A sized launch cannot be built: its class setter needs a CUDA 12.8 driver (a SWITCH
+// conditional node set from a kernel), or the driver refused its graph (the message says
+// which).
+#define SRB_ERR_SIZED_LAUNCH_UNAVAILABLE (-28)
+
+// A sized launch's body callback returned non-zero for a size class, or what it enqueued could
+// not be captured into a CUDA graph (the message names the class and the reason). Nothing was
+// built.
+#define SRB_ERR_BODY_RECORDING (-29)
+
 // A Rust panic was caught at the boundary (a bug; please report it).
 #define SRB_ERR_PANIC (-100)
 

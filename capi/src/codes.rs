@@ -88,6 +88,14 @@ pub const SRB_ERR_SIZED_COPY_UNAVAILABLE: i32 = -26;
 /// library's count kinds): it read no count and copied nothing. An unknown `count_kind`
 /// argument is refused before any launch, with `SRB_ERR_INVALID_ARGUMENT`.
 pub const SRB_ERR_UNKNOWN_COUNT_KIND: i32 = -27;
+/// A sized launch cannot be built: its class setter needs a CUDA 12.8 driver (a SWITCH
+/// conditional node set from a kernel), or the driver refused its graph (the message says
+/// which).
+pub const SRB_ERR_SIZED_LAUNCH_UNAVAILABLE: i32 = -28;
+/// A sized launch's body callback returned non-zero for a size class, or what it enqueued could
+/// not be captured into a CUDA graph (the message names the class and the reason). Nothing was
+/// built.
+pub const SRB_ERR_BODY_RECORDING: i32 = -29;
 /// A Rust panic was caught at the boundary (a bug; please report it).
 pub const SRB_ERR_PANIC: i32 = -100;
 
@@ -101,6 +109,8 @@ pub(crate) fn code_of(e: &Error) -> i32 {
         Error::Cuda { .. } => SRB_ERR_CUDA,
         Error::InvalidConfig { .. } => SRB_ERR_INVALID_CONFIG,
         Error::SizedCopyUnavailable { .. } => SRB_ERR_SIZED_COPY_UNAVAILABLE,
+        Error::SizedLaunchUnavailable { .. } => SRB_ERR_SIZED_LAUNCH_UNAVAILABLE,
+        Error::BodyRecording { .. } => SRB_ERR_BODY_RECORDING,
         Error::SchemaMismatch { .. } => SRB_ERR_SCHEMA_MISMATCH,
         Error::StreamCapturing => SRB_ERR_STREAM_CAPTURING,
         Error::NothingRecorded => SRB_ERR_NOTHING_RECORDED,
@@ -151,6 +161,12 @@ mod tests {
             Error::UnsupportedDevice { major: 6, minor: 1 },
             Error::InvalidConfig { reason: "x".into() },
             Error::SizedCopyUnavailable { reason: "x".into() },
+            Error::SizedLaunchUnavailable { reason: "x".into() },
+            Error::BodyRecording {
+                class: 2,
+                n_max: 4096,
+                reason: "x".into(),
+            },
             Error::SchemaMismatch { reason: "x".into() },
             Error::StreamCapturing,
             Error::NothingRecorded,

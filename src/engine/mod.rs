@@ -39,7 +39,7 @@
 //! The checks before the launch (`checks.rs`), the slot's ring (`ring.rs`) and its event
 //! (`raw/event.rs`) are calls that return before it.
 
-mod backoff;
+pub(crate) mod backoff;
 pub(crate) mod checks;
 pub(crate) mod delivery;
 pub(crate) mod device;

@@ -1,0 +1,528 @@
+//! Sized launch: a GPU step sized by a device-resident count, with no host round trip.
+//!
+//! [`SizedLaunch`] is a CUDA graph `[class setter] -> SWITCH(body 0, ..., body k-1)`. The setter,
+//! one thread of `srb_size_switch` (`csrc/switch/size_switch.cu`), reads the count and picks the
+//! first size class whose `n_max` holds it; the SWITCH node runs that class's body and no other.
+//! Each body is what the caller's closure enqueued, captured once at build time for its
+//! class's `n_max`: a kernel with that class's grid, a CUB call or a GEMM of that size. The
+//! body's work reads the true count from the device ([`SizeClass::count`]) to bound itself.
+//! The design and the probe behind it: `docs/design/sized-launch.md`.
+mod params;
+mod plan;
+
+use crate::element::CountKind;
+use crate::engine::backoff::{Backoff, Deadline, Pause, QUERY_PERIOD};
+use crate::error::{Error, Result};
+use crate::launch::LaunchShape;
+use crate::raw::abi;
+use crate::raw::buffer::PinnedBuffer;
+use crate::raw::driver;
+use crate::raw::event::Event;
+use crate::raw::module::Module;
+use crate::raw::switch_graph::{self, SwitchGraph};
+use crate::source::RawCount;
+use cudarc::driver::sys::{self, CUgraph};
+use cudarc::driver::{CudaContext, CudaStream};
+use params::{SizeStatus, SizeSwitchParams, CLASSES_MAX};
+use plan::ClassPlan;
+use std::ffi::c_void;
+use std::fmt::Display;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Status entries of launches enqueued on a stream, reused in turn: a ticket is waited within
+/// this many later launches of the same `SizedLaunch`, or its wait reports [`Error::Overrun`].
+const RING: u64 = 256;
+
+/// One size class, as the body closure sees it while it records.
+#[derive(Debug)]
+pub struct SizeClass<'a> {
+    index: usize,
+    n_max: u64,
+    count: RawCount,
+    stream: &'a Arc<CudaStream>,
+}
+
+impl SizeClass<'_> {
+    /// Which class, from 0 (the smallest).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    /// The largest count this body runs for: size its grid or its library call for it.
+    pub fn n_max(&self) -> u64 {
+        self.n_max
+    }
+    /// The device-resident count, as the sized launch was built with: the body's kernels read
+    /// it to bound their work (it is at most `n_max` whenever this body runs).
+    pub fn count(&self) -> RawCount {
+        self.count
+    }
+    /// The stream to enqueue the body's work on. It is capturing into the class's body graph:
+    /// kernel launches, library calls and copies are recorded, not run; a synchronizing call
+    /// or an allocation fails the capture ([`Error::BodyRecording`]).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        self.stream
+    }
+}
+
+/// How a sized launch's classes are chosen, before it is built. See [`SizedLaunch::builder`].
+#[derive(Debug, Clone)]
+pub struct SizedLaunchBuilder {
+    count: RawCount,
+    capacity: u64,
+    plan: ClassPlan,
+}
+
+impl SizedLaunchBuilder {
+    /// Classes `smallest`, `smallest * growth`, ... up to the capacity (default: 1024 by 4).
+    pub fn ladder(mut self, smallest: u64, growth: u64) -> Self {
+        self.plan = ClassPlan::Ladder { smallest, growth };
+        self
+    }
+    /// The classes' `n_max` one by one: ascending, non-zero, the last one the capacity, at
+    /// most 32.
+    pub fn classes(mut self, n_max: impl IntoIterator<Item = u64>) -> Self {
+        self.plan = ClassPlan::Given(n_max.into_iter().collect());
+        self
+    }
+    /// The classes' `n_max` this builder would build, checked: [`Error::InvalidConfig`] for a
+    /// capacity of 0, no class, classes not ascending, a last class other than the capacity,
+    /// or more than 32. Needs no GPU.
+    pub fn plan(&self) -> Result<Vec<u64>> {
+        plan::bounds(&self.plan, self.capacity)
+    }
+
+    /// Builds the sized launch in `ctx`: `record` is called once per class, smallest first,
+    /// with the class's stream capturing into its body; what it enqueues there is the body.
+    /// A closure that returns an error, or work that cannot be captured, ends the build with
+    /// [`Error::BodyRecording`] naming the class.
+    ///
+    /// Needs a CUDA 12.8 driver ([`Error::SizedLaunchUnavailable`] otherwise). The count's
+    /// address must be non-null and aligned to its type ([`Error::BadPointer`]).
+    pub fn build<E: Display>(
+        self,
+        ctx: &Arc<CudaContext>,
+        mut record: impl FnMut(&SizeClass<'_>) -> std::result::Result<(), E>,
+    ) -> Result<SizedLaunch> {
+        let classes = self.plan()?;
+        let count = self.count;
+        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: count.ptr(),
+                align: count.kind().size(),
+            });
+        }
+        driver::ensure_driver()?;
+        let version = switch_graph::driver_version()?;
+        if version < switch_graph::SIZED_COPY_DRIVER {
+            return Err(Error::SizedLaunchUnavailable {
+                reason: format!(
+                    "the driver is CUDA {}.{}; a SWITCH node set from a kernel needs 12.8",
+                    version / 1000,
+                    version % 1000 / 10
+                ),
+            });
+        }
+        driver::bind(ctx)?;
+        let kernel = Module::switch(ctx)
+            .and_then(|m| m.function(c"srb_size_switch"))
+            .map_err(unavailable)?;
+        // Entries 0..RING for enqueues, entry RING for recordings into a capture.
+        let status = PinnedBuffer::new(ctx, (RING as usize + 1) * size_of::<SizeStatus>(), true)?;
+        let mut n_max = [0u64; CLASSES_MAX];
+        n_max[..classes.len()].copy_from_slice(&classes);
+        let mut params = SizeSwitchParams {
+            count_ptr: count.ptr(),
+            status_ptr: status.device_ptr() + RING * size_of::<SizeStatus>() as u64,
+            seq: u64::MAX,
+            count_kind: count.kind().abi(),
+            classes: classes.len() as u32,
+            n_max,
+        };
+        let capture = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        let k = classes.len() as u32;
+        let fill = |i: usize, body: CUgraph| -> Result<()> {
+            let class = SizeClass {
+                index: i,
+                n_max: classes[i],
+                count,
+                stream: &capture,
+            };
+            let body_error = |reason: String| Error::BodyRecording {
+                class: i,
+                n_max: classes[i],
+                reason,
+            };
+            // SAFETY: a stream of this context, not capturing, and a live body graph; the
+            // capture ends below on this thread whatever the closure does.
+            unsafe { switch_graph::begin_capture_to_graph(capture.cu_stream(), body) }?;
+            let recorded = record(&class).map_err(|e| body_error(e.to_string()));
+            let mut out: CUgraph = std::ptr::null_mut();
+            // SAFETY: the capture begun above, on this thread; out is an out-pointer.
+            let ended = unsafe { sys::cuStreamEndCapture(capture.cu_stream(), &mut out) };
+            recorded?;
+            driver::check(ended, "cuStreamEndCapture").map_err(|e| body_error(e.to_string()))
+        };
+        let shape = LaunchShape {
+            grid: 1,
+            block: 32,
+            programmatic: false,
+        };
+        // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
+        // srb_size_switch_params (params, mirrored) then the handle; the bodies hold what the
+        // closure captured, whose resources are the caller's to keep alive (documented on
+        // SizedLaunch); `capture` is a stream of the context.
+        let graph = unsafe {
+            SwitchGraph::build(
+                ctx.cu_ctx(),
+                &kernel,
+                shape,
+                (&mut params as *mut SizeSwitchParams).cast::<c_void>(),
+                k,
+                k,
+                fill,
+                capture.cu_stream(),
+            )
+        }
+        .map_err(unavailable)?;
+        capture
+            .synchronize()
+            .map_err(Error::cuda("cuStreamSynchronize"))?;
+        Ok(SizedLaunch {
+            ctx: ctx.clone(),
+            count,
+            classes,
+            graph,
+            params: Mutex::new(params),
+            // From 1: a status entry never written reads seq 0.
+            next_seq: AtomicU64::new(1),
+            status,
+        })
+    }
+}
+
+/// A driver that refuses the class setter's image or graph makes sized launches unavailable;
+/// a body's error and any other error pass unchanged.
+fn unavailable(e: Error) -> Error {
+    match crate::engine::sized_copy::unavailable(e) {
+        Error::SizedCopyUnavailable { reason } => Error::SizedLaunchUnavailable { reason },
+        e => e,
+    }
+}
+
+/// A GPU step sized by a device-resident count: one body recorded per size class, the body
+/// of the count's class run at each launch, chosen on the device.
+///
+/// ```no_run
+/// # fn main() -> sized_readback::Result<()> {
+/// use cudarc::driver::{LaunchConfig, PushKernelArg};
+/// use sized_readback::{RawCount, SizedLaunch};
+/// let ctx = sized_readback::device::open(0)?;
+/// let stream = ctx.default_stream();
+/// # let d_count: u64 = 0; let expand: cudarc::driver::CudaFunction = unimplemented!();
+/// // d_count: an int32 the previous kernel wrote, at most 1 << 22.
+/// let step = SizedLaunch::builder(RawCount::i32(d_count), 1 << 22).build(&ctx, |class| {
+///     let grid = class.n_max().div_ceil(256) as u32;
+///     let mut launch = class.stream().launch_builder(&expand);
+///     let count = class.count().ptr();
+///     launch.arg(&count);
+///     // SAFETY: expand(const int* count) reads at most *count items.
+///     unsafe { launch.launch(LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }) }
+///         .map(drop)
+/// })?;
+/// let ticket = step.enqueue(&stream)?; // no host synchronization: the device picks the grid
+/// let done = ticket.wait()?;          // when the host wants to know: the count and the class
+/// assert!(done.count() <= 1 << 22);
+/// # Ok(()) }
+/// ```
+///
+/// Whatever the bodies read or write (the count, the kernels' buffers, library handles and
+/// workspaces) must stay valid for as long as the sized launch is enqueued.
+#[derive(Debug)]
+pub struct SizedLaunch {
+    ctx: Arc<CudaContext>,
+    count: RawCount,
+    classes: Vec<u64>,
+    graph: SwitchGraph,
+    /// The setter's parameter; locked across each launch, which sets it on the graph.
+    params: Mutex<SizeSwitchParams>,
+    next_seq: AtomicU64,
+    /// Mapped status entries: RING for enqueues, one for recordings.
+    status: PinnedBuffer,
+}
+
+impl SizedLaunch {
+    /// A builder for a sized launch whose count is `count` and whose largest class is
+    /// `capacity` (the largest count any body runs for).
+    pub fn builder(count: RawCount, capacity: u64) -> SizedLaunchBuilder {
+        SizedLaunchBuilder {
+            count,
+            capacity,
+            plan: ClassPlan::default(),
+        }
+    }
+
+    /// The classes' `n_max`, ascending; the last one is the capacity.
+    pub fn classes(&self) -> &[u64] {
+        &self.classes
+    }
+    /// The largest count a body runs for.
+    pub fn capacity(&self) -> u64 {
+        *self.classes.last().expect("at least one class")
+    }
+    /// The device-resident count it reads.
+    pub fn count(&self) -> RawCount {
+        self.count
+    }
+
+    /// Launches it on `stream`, after the work already there (the count's producer): the
+    /// device reads the count and runs its class's body. Returns at once; the ticket tells,
+    /// when waited, which count and class ran, or that none ran (a count past the capacity,
+    /// negative, or of an unknown kind: as a readback reports it).
+    ///
+    /// A capturing `stream` gets the sized launch recorded into its graph instead (each
+    /// replay runs the class of that replay's count); the ticket of a recording has no
+    /// outcome of its own: after a replay, [`SizedLaunch::recorded_outcome`] gives it.
+    pub fn enqueue(&self, stream: &CudaStream) -> Result<SizedTicket<'_>> {
+        driver::bind(&self.ctx)?;
+        let s = stream.cu_stream();
+        // SAFETY: a live stream of the caller's.
+        let ctx_of = unsafe { driver::stream_context(s)? };
+        if ctx_of != self.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        // SAFETY: as above.
+        if unsafe { driver::stream_is_capturing(s)? } {
+            // SAFETY: as above.
+            unsafe { self.record_into_capture(s)? };
+            return Ok(SizedTicket {
+                launch: self,
+                seq: None,
+                event: None,
+            });
+        }
+        let mut p = self.params.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        p.seq = seq;
+        p.status_ptr = self.entry_device(seq % RING);
+        let event = Event::new(&self.ctx)?;
+        // SAFETY: the context is bound; the parameter is srb_size_switch_params and addresses
+        // the status buffer, which lives as long as self; the lock keeps other launches off
+        // the graph meanwhile.
+        unsafe {
+            self.graph
+                .launch(s, (&mut *p as *mut SizeSwitchParams).cast())?
+        };
+        // SAFETY: a live stream of the event's context.
+        unsafe { event.record(s)? };
+        Ok(SizedTicket {
+            launch: self,
+            seq: Some(seq),
+            event: Some(event),
+        })
+    }
+
+    /// After a replay of a graph this was recorded into has completed (the caller
+    /// synchronized it): the count and class of the newest replay, `Ok(None)` before any.
+    pub fn recorded_outcome(&self) -> Result<Option<LaunchOutcome>> {
+        let e = self.entry(RING);
+        if e.seq != u64::MAX {
+            return Ok(None);
+        }
+        self.decode(e, RING, u64::MAX).map(Some)
+    }
+
+    /// The status entry `i`, as the host reads it (`seq` with acquire order first).
+    fn entry(&self, i: u64) -> SizeStatus {
+        let base = self.status.host_ptr() as usize + i as usize * size_of::<SizeStatus>();
+        // SAFETY: inside the status buffer (RING + 1 entries), 8-aligned (pinned memory is
+        // page-aligned, entries 32 bytes); the device writes seq last after a system fence.
+        let seq = unsafe { &*((base + 16) as *const AtomicU64) }.load(Ordering::Acquire);
+        // SAFETY: as above; read after seq, with acquire order.
+        let mut e = unsafe { std::ptr::read_volatile(base as *const SizeStatus) };
+        e.seq = seq;
+        e
+    }
+
+    fn entry_device(&self, i: u64) -> u64 {
+        self.status.device_ptr() + i * size_of::<SizeStatus>() as u64
+    }
+
+    /// An entry the kernel wrote, as an outcome or the error a readback would report.
+    fn decode(&self, e: SizeStatus, slot: u64, seq: u64) -> Result<LaunchOutcome> {
+        let raw = e.raw;
+        if e.status & abi::SRB_STATUS_BAD_COUNT_KIND != 0 {
+            return Err(Error::UnknownCountKind { kind: raw as u32 });
+        }
+        if e.status & abi::SRB_STATUS_NEGATIVE != 0 {
+            let count = match self.count.kind() {
+                CountKind::I32 => raw as i32 as i64,
+                _ => raw as i64,
+            };
+            return Err(Error::NegativeCount { count });
+        }
+        if e.status & abi::SRB_STATUS_OVER_CAPACITY != 0 {
+            return Err(Error::CountExceedsCapacity {
+                count: raw,
+                capacity: usize::try_from(self.capacity()).unwrap_or(usize::MAX),
+            });
+        }
+        if e.status != abi::SRB_STATUS_OK || e.class as usize >= self.classes.len() {
+            // Not what the setter writes: a bug or memory corruption.
+            return Err(Error::CorruptTrailer {
+                slot: slot as usize,
+                expected: seq,
+                found: e.seq,
+                magic: e.status,
+            });
+        }
+        Ok(LaunchOutcome {
+            count: raw,
+            class: e.class as usize,
+        })
+    }
+
+    /// Adds the sized launch to `stream`'s capture as a child graph after its current
+    /// dependencies, writing its outcome to the recordings' entry.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context, capturing.
+    unsafe fn record_into_capture(&self, stream: sys::CUstream) -> Result<()> {
+        let mut state = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut id = 0u64;
+        let mut graph: CUgraph = std::ptr::null_mut();
+        let mut deps: *const sys::CUgraphNode = std::ptr::null();
+        let mut n = 0usize;
+        // SAFETY: a live stream per the contract; out-pointers.
+        let status = unsafe {
+            sys::cuStreamGetCaptureInfo_v2(
+                stream, &mut state, &mut id, &mut graph, &mut deps, &mut n,
+            )
+        };
+        driver::check(status, "cuStreamGetCaptureInfo")?;
+        let mut node: sys::CUgraphNode = std::ptr::null_mut();
+        // SAFETY: the capture's graph and its current dependencies, as the driver gave them;
+        // the child is a copy of the sized launch's graph as built (its setter writes the
+        // recordings' entry), which the driver clones.
+        let status = unsafe {
+            sys::cuGraphAddChildGraphNode(&mut node, graph, deps, n, self.graph.template())
+        };
+        driver::check(status, "cuGraphAddChildGraphNode")?;
+        // SAFETY: the stream is capturing; the node is of its graph.
+        let status = unsafe {
+            sys::cuStreamUpdateCaptureDependencies(
+                stream,
+                &mut node,
+                1,
+                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                    as u32,
+            )
+        };
+        driver::check(status, "cuStreamUpdateCaptureDependencies")
+    }
+}
+
+impl Drop for SizedLaunch {
+    fn drop(&mut self) {
+        // Launches still in flight write the status buffer: wait for them before it is freed.
+        let _ = driver::bind(&self.ctx);
+        let _ = self.ctx.synchronize();
+    }
+}
+
+/// What one launch ran: the count the device read and the class whose body ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchOutcome {
+    count: u64,
+    class: usize,
+}
+
+impl LaunchOutcome {
+    /// The count the device read.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+    /// The class whose body ran (an index into [`SizedLaunch::classes`]).
+    pub fn class(&self) -> usize {
+        self.class
+    }
+}
+
+/// One enqueued sized launch; waiting tells what ran. Dropping it waits for nothing.
+#[derive(Debug)]
+pub struct SizedTicket<'a> {
+    launch: &'a SizedLaunch,
+    /// `None` for a recording into a capture.
+    seq: Option<u64>,
+    event: Option<Event>,
+}
+
+impl SizedTicket<'_> {
+    /// Blocks until the launch has run; its outcome, or the error that kept every body from
+    /// running ([`Error::CountExceedsCapacity`] with the true count, [`Error::NegativeCount`]).
+    pub fn wait(&self) -> Result<LaunchOutcome> {
+        self.wait_until(None)
+    }
+
+    /// As [`Self::wait`], giving up after `timeout` with [`Error::Timeout`] (the ticket
+    /// stays valid).
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<LaunchOutcome> {
+        self.wait_until(Deadline::after(timeout))
+    }
+
+    fn wait_until(&self, deadline: Option<Deadline>) -> Result<LaunchOutcome> {
+        let (Some(seq), Some(event)) = (self.seq, self.event.as_ref()) else {
+            return Err(Error::StreamCapturing);
+        };
+        let l = self.launch;
+        let slot = seq % RING;
+        let written = || {
+            let e = l.entry(slot);
+            Ok((e.seq >= seq && e.seq != u64::MAX).then_some(e))
+        };
+        let completed = || {
+            if event.query()? {
+                fence(Ordering::Acquire);
+                return Ok(Some(l.entry(slot)));
+            }
+            Ok(None)
+        };
+        let backoff = Backoff {
+            spins: 256,
+            period: QUERY_PERIOD,
+            pause: Pause::Yield,
+        };
+        let e = backoff.run(deadline, written, completed)?;
+        if e.seq != seq {
+            return Err(Error::Overrun { seq });
+        }
+        l.decode(e, slot, seq)
+    }
+}
+
+const _: () = {
+    const fn send_sync<X: Send + Sync>() {}
+    send_sync::<SizedLaunch>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_builder_checks_its_classes_without_a_gpu() {
+        let b = SizedLaunch::builder(RawCount::i32(0x1000), 1 << 20);
+        assert_eq!(b.plan().unwrap().len(), 6);
+        assert!(matches!(
+            b.clone().classes([]).plan(),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            SizedLaunch::builder(RawCount::i32(0x1000), 0).plan(),
+            Err(Error::InvalidConfig { .. })
+        ));
+        assert_eq!(b.ladder(1, 2).plan().unwrap().len(), 21);
+    }
+}
