@@ -21,6 +21,7 @@ mod kernel_image;
 mod pack;
 mod reliability;
 mod seed;
+mod sized_launch;
 mod staged_switch;
 
 use test_support::Test;
@@ -34,6 +35,7 @@ const SUBJECTS: &[&[Test]] = &[
     append::TESTS,
     buckets::TESTS,
     staged_switch::TESTS,
+    sized_launch::TESTS,
     auto::TESTS,
     interop::TESTS,
     embedding::TESTS,

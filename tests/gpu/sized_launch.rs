@@ -1,0 +1,393 @@
+//! Sized launch (`SizedLaunch`): the body of the count's size class runs with that class's
+//! grid and no other body runs; every class boundary; counts past the capacity, negative ones;
+//! a loop of launches with no host synchronization between them, whose counts a kernel writes
+//! on the device; a recording into a stream capture replayed with changing counts; bad
+//! configurations and bodies that fail to record as typed errors.
+use anyhow::{bail, ensure, Result};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use sized_readback::cudarc::driver::sys;
+use sized_readback::testing::{Kernel, Kernels};
+use sized_readback::{Error, LaunchShape, RawCount, SizedLaunch};
+use std::ffi::c_void;
+use std::sync::Arc;
+use test_support::{SubjectContext, Test};
+
+pub const TESTS: &[Test] = test_support::tests![
+    every_class_boundary_runs_its_body_alone,
+    counts_past_the_capacity_or_negative_run_nothing,
+    a_loop_of_device_counts_with_no_host_sync,
+    a_recording_in_a_capture_runs_each_replays_class,
+    bad_configurations_and_bodies_are_typed_errors,
+];
+
+fn ctx() -> Arc<CudaContext> {
+    static CONTEXT: SubjectContext = SubjectContext::new();
+    CONTEXT.get()
+}
+
+/// Whether this driver sets SWITCH conditionals from a kernel (CUDA 12.8+): else every test
+/// checks that building is `SizedLaunchUnavailable` and ends there.
+fn driver_has_conditionals() -> bool {
+    let mut v = 0;
+    // SAFETY: an out-pointer; the driver is loaded (the context is open).
+    let status = unsafe { sys::cuDriverGetVersion(&mut v) };
+    status == sys::CUresult::CUDA_SUCCESS && v >= 12080
+}
+
+const THREADS: u32 = 256;
+const SENTINEL: u64 = 0xDEAD_BEEF;
+
+/// The device side of one test: the count, the body's output and its meta words.
+struct Bench {
+    stream: Arc<CudaStream>,
+    count: CudaSlice<i32>,
+    out: CudaSlice<u64>,
+    meta: CudaSlice<u64>,
+    body: Kernel,
+}
+
+impl Bench {
+    fn new(capacity: usize) -> Result<Self> {
+        let ctx = ctx();
+        let stream = ctx.new_stream()?;
+        Ok(Bench {
+            count: stream.alloc_zeros::<i32>(1)?,
+            out: stream.clone_htod(&vec![SENTINEL; capacity + 64])?,
+            meta: stream.alloc_zeros::<u64>(4)?,
+            body: Kernels::load(&ctx)?.function("srb_test_sized_body")?,
+            stream,
+        })
+    }
+    fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        s.device_ptr(&self.stream).0
+    }
+    fn raw_count(&self) -> RawCount {
+        RawCount::i32(self.ptr(&self.count))
+    }
+    /// A sized launch over `classes` whose bodies launch srb_test_sized_body with n_max threads.
+    fn build(&self, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
+        let (count, out, meta) = (
+            self.ptr(&self.count),
+            self.ptr(&self.out),
+            self.ptr(&self.meta),
+        );
+        let capacity = *classes.last().unwrap();
+        let launch = SizedLaunch::builder(self.raw_count(), capacity)
+            .classes(classes.iter().copied())
+            .build(&ctx(), |class| -> sized_readback::Result<()> {
+                let (mut c, mut n, mut k, mut o, mut m) =
+                    (count, class.n_max(), class.index() as u32, out, meta);
+                let mut args: [*mut c_void; 5] = [
+                    (&mut c as *mut u64).cast(),
+                    (&mut n as *mut u64).cast(),
+                    (&mut k as *mut u32).cast(),
+                    (&mut o as *mut u64).cast(),
+                    (&mut m as *mut u64).cast(),
+                ];
+                let shape = LaunchShape {
+                    grid: class.n_max().div_ceil(THREADS as u64) as u32,
+                    block: THREADS,
+                    programmatic: false,
+                };
+                // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*,
+                // uint64_t*); out holds capacity + 64 words, meta 4; the stream is the
+                // class's, of this context.
+                unsafe {
+                    self.body
+                        .launch(class.stream().cu_stream(), shape, &mut args)
+                }
+            })?;
+        Ok(launch)
+    }
+    fn set_count(&mut self, n: i32) -> Result<()> {
+        self.stream.memcpy_htod(&[n], &mut self.count)?;
+        Ok(())
+    }
+    fn reset_outputs(&mut self, capacity: usize) -> Result<()> {
+        self.stream
+            .memcpy_htod(&vec![SENTINEL; capacity + 64], &mut self.out)?;
+        self.stream.memset_zeros(&mut self.meta)?;
+        Ok(())
+    }
+    /// Checks that exactly one body ran, class `class` of `classes`, for count `n`.
+    fn check_ran(&self, classes: &[u64], class: usize, n: usize) -> Result<()> {
+        let meta = self.stream.clone_dtoh(&self.meta)?;
+        let out = self.stream.clone_dtoh(&self.out)?;
+        let n_max = classes[class];
+        ensure!(meta[3] == 1, "count {n}: {} bodies ran, not 1", meta[3]);
+        ensure!(
+            meta[2] == class as u64,
+            "count {n}: class {} ran, not {class}",
+            meta[2]
+        );
+        ensure!(meta[0] == n_max, "count {n}: n_max {} != {n_max}", meta[0]);
+        let threads = n_max.div_ceil(THREADS as u64) * THREADS as u64;
+        ensure!(
+            meta[1] == threads,
+            "count {n}: {} threads, not {threads}",
+            meta[1]
+        );
+        for (i, &v) in out[..n].iter().enumerate() {
+            ensure!(v == 2 * i as u64 + 1, "count {n}: out[{i}] = {v}");
+        }
+        ensure!(
+            out[n] == SENTINEL,
+            "count {n}: out[{n}] written past the count"
+        );
+        Ok(())
+    }
+}
+
+/// The class of count `n`: the first whose n_max holds it.
+fn class_of(classes: &[u64], n: u64) -> usize {
+    classes.iter().position(|&c| n <= c).unwrap()
+}
+
+/// Skips (by passing with nothing to check) where the driver has no conditionals, after
+/// checking that building says so.
+fn unavailable_here(b: &Bench) -> Result<bool> {
+    if driver_has_conditionals() {
+        return Ok(false);
+    }
+    match b.build(&[16]) {
+        Err(Error::SizedLaunchUnavailable { .. }) => Ok(true),
+        other => bail!("a pre-12.8 driver built a sized launch: {other:?}"),
+    }
+}
+
+fn every_class_boundary_runs_its_body_alone() -> Result<()> {
+    let classes = [1024u64, 4096, 16384, 20000];
+    let mut b = Bench::new(20000)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&classes)?;
+    ensure!(launch.classes() == classes && launch.capacity() == 20000);
+    for n in [
+        0u64, 1, 1023, 1024, 1025, 4096, 4097, 16384, 16385, 19999, 20000,
+    ] {
+        b.reset_outputs(20000)?;
+        b.set_count(n as i32)?;
+        let t = launch.enqueue(&b.stream)?;
+        let done = t.wait()?;
+        ensure!(done.count() == n, "outcome count {} != {n}", done.count());
+        let k = class_of(&classes, n);
+        ensure!(
+            done.class() == k,
+            "count {n}: outcome class {} != {k}",
+            done.class()
+        );
+        b.check_ran(&classes, k, n as usize)?;
+    }
+    Ok(())
+}
+
+fn counts_past_the_capacity_or_negative_run_nothing() -> Result<()> {
+    let classes = [64u64, 256, 1000];
+    let mut b = Bench::new(1000)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&classes)?;
+    for (n, want) in [
+        (1001i32, "over"),
+        (i32::MAX, "over"),
+        (-3, "negative"),
+        (-1, "negative"),
+    ] {
+        b.reset_outputs(1000)?;
+        b.set_count(n)?;
+        let got = launch.enqueue(&b.stream)?.wait();
+        match (want, got) {
+            ("over", Err(Error::CountExceedsCapacity { count, capacity })) => {
+                ensure!(
+                    count == n as u64 && capacity == 1000,
+                    "{count} of {capacity}"
+                )
+            }
+            ("negative", Err(Error::NegativeCount { count })) => {
+                ensure!(count == n as i64, "negative count {count} != {n}")
+            }
+            (_, other) => bail!("count {n}: expected the {want} error, got {other:?}"),
+        }
+        let meta = b.stream.clone_dtoh(&b.meta)?;
+        ensure!(meta[3] == 0, "count {n}: {} bodies ran", meta[3]);
+        ensure!(
+            b.stream.clone_dtoh(&b.out)?[0] == SENTINEL,
+            "count {n}: out written"
+        );
+    }
+    // And the launch still works afterwards.
+    b.reset_outputs(1000)?;
+    b.set_count(300)?;
+    ensure!(launch.enqueue(&b.stream)?.wait()?.class() == 2);
+    b.check_ran(&classes, 2, 300)
+}
+
+fn a_loop_of_device_counts_with_no_host_sync() -> Result<()> {
+    // 200 launches, each after a count written on the stream; the host waits only at the end,
+    // each ticket then telling its own count and class (the ring holds 256).
+    let classes = [32u64, 128, 512, 2048];
+    let mut b = Bench::new(2048)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&classes)?;
+    let counts: Vec<i32> = (0..200).map(|i: i32| (i * 977 + 13) % 2049).collect();
+    let mut tickets = Vec::new();
+    for &n in &counts {
+        b.set_count(n)?; // an async copy on the stream, ordered before the launch
+        tickets.push(launch.enqueue(&b.stream)?);
+    }
+    for (t, &n) in tickets.iter().zip(&counts) {
+        let done = t.wait()?;
+        ensure!(done.count() == n as u64, "count {} != {n}", done.count());
+        ensure!(
+            done.class() == class_of(&classes, n as u64),
+            "count {n}: class {}",
+            done.class()
+        );
+    }
+    let meta = b.stream.clone_dtoh(&b.meta)?;
+    ensure!(
+        meta[3] == counts.len() as u64,
+        "{} bodies ran for {} launches",
+        meta[3],
+        counts.len()
+    );
+    Ok(())
+}
+
+fn a_recording_in_a_capture_runs_each_replays_class() -> Result<()> {
+    let classes = [100u64, 1000, 5000];
+    let mut b = Bench::new(5000)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&classes)?;
+    ensure!(
+        launch.recorded_outcome()?.is_none(),
+        "an outcome before any replay"
+    );
+    let s = b.stream.cu_stream();
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+    // SAFETY: a live stream of the bound context; out-pointers; the graph and its executable
+    // are destroyed below.
+    unsafe {
+        sys::cuStreamBeginCapture_v2(
+            s,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .result()?;
+        let recorded = launch.enqueue(&b.stream);
+        sys::cuStreamEndCapture(s, &mut graph).result()?;
+        let t = recorded?;
+        ensure!(
+            matches!(t.wait(), Err(Error::StreamCapturing)),
+            "a recording's ticket waited"
+        );
+        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0).result()?;
+    }
+    let result = (|| -> Result<()> {
+        for n in [0u64, 99, 100, 101, 4999, 5000] {
+            b.reset_outputs(5000)?;
+            b.set_count(n as i32)?;
+            // SAFETY: a live executable graph and stream.
+            unsafe { sys::cuGraphLaunch(exec, s).result()? };
+            b.stream.synchronize()?;
+            let done = launch
+                .recorded_outcome()?
+                .expect("an outcome after a replay");
+            let k = class_of(&classes, n);
+            ensure!(
+                done.count() == n && done.class() == k,
+                "replay of {n}: {done:?}"
+            );
+            b.check_ran(&classes, k, n as usize)?;
+        }
+        b.set_count(5001)?;
+        // SAFETY: as above.
+        unsafe { sys::cuGraphLaunch(exec, s).result()? };
+        b.stream.synchronize()?;
+        ensure!(
+            matches!(
+                launch.recorded_outcome(),
+                Err(Error::CountExceedsCapacity { count: 5001, .. })
+            ),
+            "replay past the capacity"
+        );
+        Ok(())
+    })();
+    // SAFETY: created above, no launch in flight (synchronized).
+    unsafe {
+        sys::cuGraphExecDestroy(exec);
+        sys::cuGraphDestroy(graph);
+    }
+    result
+}
+
+fn bad_configurations_and_bodies_are_typed_errors() -> Result<()> {
+    let b = Bench::new(64)?;
+    let count = b.raw_count();
+    let cfg =
+        |r: sized_readback::Result<SizedLaunch>| matches!(r, Err(Error::InvalidConfig { .. }));
+    let nothing = |_: &sized_readback::SizeClass<'_>| -> Result<(), String> { Ok(()) };
+    ensure!(
+        cfg(SizedLaunch::builder(count, 0).build(&ctx(), nothing)),
+        "capacity 0"
+    );
+    ensure!(
+        cfg(SizedLaunch::builder(count, 64)
+            .classes([])
+            .build(&ctx(), nothing)),
+        "no class"
+    );
+    ensure!(cfg(SizedLaunch::builder(count, 64)
+        .classes([32, 16, 64])
+        .build(&ctx(), nothing)));
+    ensure!(cfg(SizedLaunch::builder(count, 64)
+        .classes([16, 32])
+        .build(&ctx(), nothing)));
+    let misaligned = RawCount::i32(count.ptr() + 1);
+    ensure!(matches!(
+        SizedLaunch::builder(misaligned, 64).build(&ctx(), nothing),
+        Err(Error::BadPointer { .. })
+    ));
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    // A body that returns an error: the class is named, nothing is built.
+    let failing = SizedLaunch::builder(count, 64)
+        .classes([8, 64])
+        .build(&ctx(), |class| {
+            if class.index() == 1 {
+                Err("no workspace")
+            } else {
+                Ok(())
+            }
+        });
+    match failing {
+        Err(Error::BodyRecording {
+            class: 1,
+            n_max: 64,
+            reason,
+        }) => {
+            ensure!(reason.contains("no workspace"), "{reason}")
+        }
+        other => bail!("a failing body built: {other:?}"),
+    }
+    // A body that synchronizes its capturing stream: the capture fails, typed.
+    let syncing =
+        SizedLaunch::builder(count, 64).build(&ctx(), |class| class.stream().synchronize());
+    ensure!(
+        matches!(syncing, Err(Error::BodyRecording { class: 0, .. })),
+        "a synchronizing body: {syncing:?}"
+    );
+    // The context is still usable: a good launch builds and runs.
+    let mut b = b;
+    let launch = b.build(&[64])?;
+    b.set_count(5)?;
+    ensure!(launch.enqueue(&b.stream)?.wait()?.count() == 5);
+    Ok(())
+}
