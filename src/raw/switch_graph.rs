@@ -131,8 +131,16 @@ unsafe impl Send for SwitchGraph {}
 // SAFETY: as above; `&self` methods that launch are called by the slot's lease holder only.
 unsafe impl Sync for SwitchGraph {}
 
-/// Destroys the graph (and with it its nodes and bodies) when building fails half-way.
-struct GraphGuard(CUgraph);
+/// A graph this crate created and destroys: while building (a failure half-way destroys what
+/// was built), and the sized launch's captured bodies.
+#[derive(Debug)]
+pub(crate) struct GraphGuard(pub(crate) CUgraph);
+
+// SAFETY: a graph handle may be used from any thread with its context current; its owner uses
+// it from one thread at a time (building, or cloning it into another graph under a lock).
+unsafe impl Send for GraphGuard {}
+// SAFETY: as above; shared references only read the handle.
+unsafe impl Sync for GraphGuard {}
 impl Drop for GraphGuard {
     fn drop(&mut self) {
         if !self.0.is_null() {
@@ -205,64 +213,17 @@ impl SwitchGraph {
         param: *mut c_void,
         k: u32,
         default: u32,
-        mut fill: impl FnMut(usize, CUgraph) -> Result<()>,
+        fill: impl FnMut(usize, CUgraph) -> Result<()>,
         upload: CUstream,
     ) -> Result<Self> {
-        assert!(k >= 1, "a switch needs at least one body");
-        // SAFETY: the types are those of CUDA 12.3's and 12.2's entry points.
-        let (handle_create, add_node) = unsafe {
-            (
-                entry_point::<HandleCreateFn>(c"cuGraphConditionalHandleCreate", 12030)?,
-                entry_point::<AddNodeFn>(c"cuGraphAddNode", 12020)?,
-            )
-        };
         let mut guard = GraphGuard(std::ptr::null_mut());
         // SAFETY: an out-pointer; no flags.
         let status = unsafe { sys::cuGraphCreate(&mut guard.0, 0) };
         check(status, "cuGraphCreate")?;
         let graph = guard.0;
-        let mut handle: ConditionalHandle = 0;
-        // SAFETY: a live graph of the current context; an out-pointer.
-        let status =
-            unsafe { handle_create(&mut handle, graph, ctx, default, COND_ASSIGN_DEFAULT) };
-        check(status, "cuGraphConditionalHandleCreate")?;
-        let mut args = [param, (&mut handle as *mut ConditionalHandle).cast()];
-        let kp = kernel_params(kernel, shape, &mut args);
-        let mut kernel_node: CUgraphNode = std::ptr::null_mut();
-        // SAFETY: per the contract for the parameters; kp and args live for the call, which
-        // copies them.
-        let status = unsafe {
-            sys::cuGraphAddKernelNode_v2(&mut kernel_node, graph, std::ptr::null(), 0, &kp)
-        };
-        check(status, "cuGraphAddKernelNode")?;
-        let mut np = NodeParams {
-            kind: NODE_TYPE_CONDITIONAL,
-            reserved0: [0; 3],
-            conditional: ConditionalParams {
-                handle,
-                kind: COND_TYPE_SWITCH,
-                size: k,
-                graphs_out: std::ptr::null_mut(),
-                ctx,
-            },
-            rest_of_union: [0; 25],
-            reserved2: 0,
-        };
-        let mut switch: CUgraphNode = std::ptr::null_mut();
-        // SAFETY: a live graph, one live dependency, parameters as cuda.h 12.8 lays them out;
-        // the driver fills graphs_out with the k bodies, owned by the node.
-        let status = unsafe { add_node(&mut switch, graph, &kernel_node, 1, &mut np) };
-        check(status, "cuGraphAddNode (SWITCH)")?;
-        let graphs_out = np.conditional.graphs_out;
-        if graphs_out.is_null() {
-            return Err(Error::SizedCopyUnavailable {
-                reason: "cuGraphAddNode returned no SWITCH bodies".into(),
-            });
-        }
-        for i in 0..k as usize {
-            // SAFETY: the driver wrote k body graphs at graphs_out.
-            fill(i, unsafe { *graphs_out.add(i) })?;
-        }
+        // SAFETY: per this function's contract; a new graph, no dependencies.
+        let added = unsafe { add_switch(ctx, graph, &[], kernel, shape, param, k, default, fill)? };
+        let (kernel_node, handle) = (added.kernel_node, added.handle);
         let mut exec: CUgraphExec = std::ptr::null_mut();
         // SAFETY: a complete graph; an out-pointer.
         let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
@@ -305,45 +266,149 @@ impl SwitchGraph {
     }
 }
 
-impl SwitchGraph {
-    /// The graph as built (not the instantiated one): what a capture takes as a child graph.
-    pub(crate) fn template(&self) -> CUgraph {
-        self.graph
-    }
+/// What [`add_switch`] added: the setter's kernel node, the SWITCH node, the handle.
+pub(crate) struct AddedSwitch {
+    pub(crate) kernel_node: CUgraphNode,
+    pub(crate) switch_node: CUgraphNode,
+    pub(crate) handle: ConditionalHandle,
 }
 
-/// `cuStreamBeginCaptureToGraph` (CUDA 12.3): captures a stream's work into an existing graph,
-/// here a SWITCH node's body.
-type CaptureToGraphFn = unsafe extern "C" fn(
-    CUstream,
-    CUgraph,
-    *const CUgraphNode,
-    *const c_void,
-    usize,
-    sys::CUstreamCaptureMode,
-) -> CUresult;
-
-/// Starts capturing `stream`'s work into `graph` (thread-local capture mode: other threads'
-/// unsafe calls are not refused, this thread's are).
+/// Adds `[kernel] -> SWITCH(k bodies)` to `graph` after `deps`: a conditional handle of
+/// `graph` whose default at every launch is `default`, the kernel node (its first parameter at
+/// `param`, then the handle), and the SWITCH node, whose body `i` `fill(i, body)` fills.
 ///
 /// # Safety
-/// `stream` is a live stream, not capturing, and `graph` a live graph, both of the current
-/// context; the caller ends the capture with `cuStreamEndCapture` on this thread.
-pub(crate) unsafe fn begin_capture_to_graph(stream: CUstream, graph: CUgraph) -> Result<()> {
-    // SAFETY: the type of CUDA 12.3's entry point.
-    let f = unsafe { entry_point::<CaptureToGraphFn>(c"cuStreamBeginCaptureToGraph", 12030)? };
-    // SAFETY: per the contract; no dependencies.
-    let status = unsafe {
-        f(
-            stream,
-            graph,
-            std::ptr::null(),
-            std::ptr::null(),
-            0,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+/// - `ctx` is current on this thread and is `kernel`'s context; `graph` is a live graph of it
+///   (one being captured too) and `deps` live nodes of `graph`;
+/// - the kernel takes the value `param` points to (of its C type), then a
+///   `CUgraphConditionalHandle`;
+/// - `fill` adds to each body only nodes whose resources stay valid while `graph` lives.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn add_switch(
+    ctx: CUcontext,
+    graph: CUgraph,
+    deps: &[CUgraphNode],
+    kernel: &Kernel,
+    shape: LaunchShape,
+    param: *mut c_void,
+    k: u32,
+    default: u32,
+    mut fill: impl FnMut(usize, CUgraph) -> Result<()>,
+) -> Result<AddedSwitch> {
+    assert!(k >= 1, "a switch needs at least one body");
+    // SAFETY: the types are those of CUDA 12.3's and 12.2's entry points.
+    let (handle_create, add_node) = unsafe {
+        (
+            entry_point::<HandleCreateFn>(c"cuGraphConditionalHandleCreate", 12030)?,
+            entry_point::<AddNodeFn>(c"cuGraphAddNode", 12020)?,
         )
     };
-    check(status, "cuStreamBeginCaptureToGraph")
+    let mut handle: ConditionalHandle = 0;
+    // SAFETY: a live graph of the current context; an out-pointer.
+    let status = unsafe { handle_create(&mut handle, graph, ctx, default, COND_ASSIGN_DEFAULT) };
+    check(status, "cuGraphConditionalHandleCreate")?;
+    let mut args = [param, (&mut handle as *mut ConditionalHandle).cast()];
+    let kp = kernel_params(kernel, shape, &mut args);
+    let mut kernel_node: CUgraphNode = std::ptr::null_mut();
+    // SAFETY: per the contract for the parameters and dependencies; kp and args live for the
+    // call, which copies them.
+    let status = unsafe {
+        sys::cuGraphAddKernelNode_v2(&mut kernel_node, graph, deps.as_ptr(), deps.len(), &kp)
+    };
+    check(status, "cuGraphAddKernelNode")?;
+    let mut np = NodeParams {
+        kind: NODE_TYPE_CONDITIONAL,
+        reserved0: [0; 3],
+        conditional: ConditionalParams {
+            handle,
+            kind: COND_TYPE_SWITCH,
+            size: k,
+            graphs_out: std::ptr::null_mut(),
+            ctx,
+        },
+        rest_of_union: [0; 25],
+        reserved2: 0,
+    };
+    let mut switch_node: CUgraphNode = std::ptr::null_mut();
+    // SAFETY: a live graph, one live dependency, parameters as cuda.h 12.8 lays them out; the
+    // driver fills graphs_out with the k bodies, owned by the node.
+    let status = unsafe { add_node(&mut switch_node, graph, &kernel_node, 1, &mut np) };
+    check(status, "cuGraphAddNode (SWITCH)")?;
+    let graphs_out = np.conditional.graphs_out;
+    if graphs_out.is_null() {
+        return Err(Error::SizedCopyUnavailable {
+            reason: "cuGraphAddNode returned no SWITCH bodies".into(),
+        });
+    }
+    for i in 0..k as usize {
+        // SAFETY: the driver wrote k body graphs at graphs_out.
+        fill(i, unsafe { *graphs_out.add(i) })?;
+    }
+    Ok(AddedSwitch {
+        kernel_node,
+        switch_node,
+        handle,
+    })
+}
+
+/// Adds `child` (cloned by the driver) to `body` as a child graph node.
+///
+/// # Safety
+/// `body` and `child` are live graphs of the current context; `child` holds only nodes a
+/// conditional body may hold (no conditional node of its own here).
+pub(crate) unsafe fn add_child(body: CUgraph, child: CUgraph) -> Result<()> {
+    let mut node: CUgraphNode = std::ptr::null_mut();
+    // SAFETY: per the contract; no dependencies.
+    let status =
+        unsafe { sys::cuGraphAddChildGraphNode(&mut node, body, std::ptr::null(), 0, child) };
+    check(status, "cuGraphAddChildGraphNode")
+}
+
+/// Adds `[kernel] -> SWITCH(k bodies)` to the graph `stream` is capturing, after its current
+/// work, and makes the SWITCH node the capture's dependency: later captured work follows it.
+///
+/// # Safety
+/// As for [`add_switch`], with `stream` a live stream of `ctx` that is capturing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn capture_switch(
+    ctx: CUcontext,
+    stream: CUstream,
+    kernel: &Kernel,
+    shape: LaunchShape,
+    param: *mut c_void,
+    k: u32,
+    default: u32,
+    fill: impl FnMut(usize, CUgraph) -> Result<()>,
+) -> Result<()> {
+    let mut state = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    let mut graph: CUgraph = std::ptr::null_mut();
+    let mut deps: *const CUgraphNode = std::ptr::null();
+    let mut n = 0usize;
+    // SAFETY: a live stream per the contract; out-pointers.
+    let status = unsafe {
+        sys::cuStreamGetCaptureInfo_v2(stream, &mut state, &mut id, &mut graph, &mut deps, &mut n)
+    };
+    check(status, "cuStreamGetCaptureInfo")?;
+    let deps: &[CUgraphNode] = if n == 0 || deps.is_null() {
+        &[]
+    } else {
+        // SAFETY: the driver's array of n nodes, valid until the next capture call on stream.
+        unsafe { std::slice::from_raw_parts(deps, n) }
+    };
+    // SAFETY: per the contract; the capture's own graph and dependencies.
+    let mut added =
+        unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill)? };
+    // SAFETY: the stream is capturing; the node is of its graph.
+    let status = unsafe {
+        sys::cuStreamUpdateCaptureDependencies(
+            stream,
+            &mut added.switch_node,
+            1,
+            sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES as u32,
+        )
+    };
+    check(status, "cuStreamUpdateCaptureDependencies")
 }
 
 impl Drop for SwitchGraph {

@@ -18,8 +18,8 @@ use crate::raw::abi;
 use crate::raw::buffer::PinnedBuffer;
 use crate::raw::driver;
 use crate::raw::event::Event;
-use crate::raw::module::Module;
-use crate::raw::switch_graph::{self, SwitchGraph};
+use crate::raw::module::{Kernel, Module};
+use crate::raw::switch_graph::{self, GraphGuard, SwitchGraph};
 use crate::source::RawCount;
 use cudarc::driver::sys::{self, CUgraph};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -143,37 +143,25 @@ impl SizedLaunchBuilder {
         };
         let capture = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         let k = classes.len() as u32;
-        let fill = |i: usize, body: CUgraph| -> Result<()> {
+        let mut bodies = Vec::with_capacity(classes.len());
+        for (i, &n_max) in classes.iter().enumerate() {
             let class = SizeClass {
                 index: i,
-                n_max: classes[i],
+                n_max,
                 count,
                 stream: &capture,
             };
-            let body_error = |reason: String| Error::BodyRecording {
-                class: i,
-                n_max: classes[i],
-                reason,
-            };
-            // SAFETY: a stream of this context, not capturing, and a live body graph; the
-            // capture ends below on this thread whatever the closure does.
-            unsafe { switch_graph::begin_capture_to_graph(capture.cu_stream(), body) }?;
-            let recorded = record(&class).map_err(|e| body_error(e.to_string()));
-            let mut out: CUgraph = std::ptr::null_mut();
-            // SAFETY: the capture begun above, on this thread; out is an out-pointer.
-            let ended = unsafe { sys::cuStreamEndCapture(capture.cu_stream(), &mut out) };
-            recorded?;
-            driver::check(ended, "cuStreamEndCapture").map_err(|e| body_error(e.to_string()))
-        };
+            bodies.push(capture_body(&class, &mut record)?);
+        }
         let shape = LaunchShape {
             grid: 1,
             block: 32,
             programmatic: false,
         };
         // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
-        // srb_size_switch_params (params, mirrored) then the handle; the bodies hold what the
-        // closure captured, whose resources are the caller's to keep alive (documented on
-        // SizedLaunch); `capture` is a stream of the context.
+        // srb_size_switch_params (params, mirrored) then the handle; the bodies are clones of
+        // what the closure captured, whose resources are the caller's to keep alive
+        // (documented on SizedLaunch); `capture` is a stream of the context.
         let graph = unsafe {
             SwitchGraph::build(
                 ctx.cu_ctx(),
@@ -182,7 +170,7 @@ impl SizedLaunchBuilder {
                 (&mut params as *mut SizeSwitchParams).cast::<c_void>(),
                 k,
                 k,
-                fill,
+                |i, body| add_body(body, &bodies[i]),
                 capture.cu_stream(),
             )
         }
@@ -194,6 +182,8 @@ impl SizedLaunchBuilder {
             ctx: ctx.clone(),
             count,
             classes,
+            kernel,
+            bodies,
             graph,
             params: Mutex::new(params),
             // From 1: a status entry never written reads seq 0.
@@ -209,6 +199,49 @@ fn unavailable(e: Error) -> Error {
     match crate::engine::sized_copy::unavailable(e) {
         Error::SizedCopyUnavailable { reason } => Error::SizedLaunchUnavailable { reason },
         e => e,
+    }
+}
+
+/// Runs the closure with `class`'s stream capturing into a graph of its own: the body, or
+/// `None` where it enqueued nothing. A closure's error, or a capture that cannot end (the
+/// closure synchronized, allocated, or left work on another stream), is the class's
+/// [`Error::BodyRecording`].
+fn capture_body<E: Display>(
+    class: &SizeClass<'_>,
+    record: &mut impl FnMut(&SizeClass<'_>) -> std::result::Result<(), E>,
+) -> Result<Option<GraphGuard>> {
+    let body_error = |reason: String| Error::BodyRecording {
+        class: class.index,
+        n_max: class.n_max,
+        reason,
+    };
+    let s = class.stream.cu_stream();
+    let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    // SAFETY: a live stream of the bound context, not capturing; the capture ends below on
+    // this thread whatever the closure does.
+    let status = unsafe { sys::cuStreamBeginCapture_v2(s, mode) };
+    driver::check(status, "cuStreamBeginCapture")?;
+    let recorded = record(class).map_err(|e| body_error(e.to_string()));
+    let mut out: CUgraph = std::ptr::null_mut();
+    // SAFETY: the capture begun above, on this thread; out is an out-pointer.
+    let ended = unsafe { sys::cuStreamEndCapture(s, &mut out) };
+    let body = GraphGuard(out);
+    recorded?;
+    driver::check(ended, "cuStreamEndCapture").map_err(|e| body_error(e.to_string()))?;
+    let mut nodes = 0usize;
+    // SAFETY: a live graph; a null array asks for the count only.
+    let status = unsafe { sys::cuGraphGetNodes(body.0, std::ptr::null_mut(), &mut nodes) };
+    driver::check(status, "cuGraphGetNodes")?;
+    Ok((nodes > 0).then_some(body))
+}
+
+/// Fills a SWITCH body with a clone of `captured` (nothing for an empty body).
+fn add_body(body: CUgraph, captured: &Option<GraphGuard>) -> Result<()> {
+    match captured {
+        // SAFETY: both live graphs of the bound context; a capture holds no conditional node
+        // the body could not take (the driver refuses what it cannot, with an error).
+        Some(g) => unsafe { switch_graph::add_child(body, g.0) },
+        None => Ok(()),
     }
 }
 
@@ -245,6 +278,11 @@ pub struct SizedLaunch {
     ctx: Arc<CudaContext>,
     count: RawCount,
     classes: Vec<u64>,
+    /// The class setter, for recordings into a capture.
+    kernel: Kernel,
+    /// Each class's body as captured (`None`: the closure enqueued nothing); the graphs hold
+    /// clones of them.
+    bodies: Vec<Option<GraphGuard>>,
     graph: SwitchGraph,
     /// The setter's parameter; locked across each launch, which sets it on the graph.
     params: Mutex<SizeSwitchParams>,
@@ -384,43 +422,36 @@ impl SizedLaunch {
         })
     }
 
-    /// Adds the sized launch to `stream`'s capture as a child graph after its current
+    /// Adds the sized launch to `stream`'s capture after its current
     /// dependencies, writing its outcome to the recordings' entry.
     ///
     /// # Safety
     /// `stream` is a live stream of this context, capturing.
     unsafe fn record_into_capture(&self, stream: sys::CUstream) -> Result<()> {
-        let mut state = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let mut id = 0u64;
-        let mut graph: CUgraph = std::ptr::null_mut();
-        let mut deps: *const sys::CUgraphNode = std::ptr::null();
-        let mut n = 0usize;
-        // SAFETY: a live stream per the contract; out-pointers.
-        let status = unsafe {
-            sys::cuStreamGetCaptureInfo_v2(
-                stream, &mut state, &mut id, &mut graph, &mut deps, &mut n,
-            )
+        let mut p = *self.params.lock().unwrap_or_else(|e| e.into_inner());
+        p.status_ptr = self.entry_device(RING);
+        p.seq = u64::MAX;
+        let k = self.classes.len() as u32;
+        let shape = LaunchShape {
+            grid: 1,
+            block: 32,
+            programmatic: false,
         };
-        driver::check(status, "cuStreamGetCaptureInfo")?;
-        let mut node: sys::CUgraphNode = std::ptr::null_mut();
-        // SAFETY: the capture's graph and its current dependencies, as the driver gave them;
-        // the child is a copy of the sized launch's graph as built (its setter writes the
-        // recordings' entry), which the driver clones.
-        let status = unsafe {
-            sys::cuGraphAddChildGraphNode(&mut node, graph, deps, n, self.graph.template())
-        };
-        driver::check(status, "cuGraphAddChildGraphNode")?;
-        // SAFETY: the stream is capturing; the node is of its graph.
-        let status = unsafe {
-            sys::cuStreamUpdateCaptureDependencies(
+        // SAFETY: the context is bound; a capturing stream of it per the contract; the
+        // parameter as in build, addressing the recordings' entry of the status buffer; the
+        // bodies are clones of the captured ones.
+        unsafe {
+            switch_graph::capture_switch(
+                self.ctx.cu_ctx(),
                 stream,
-                &mut node,
-                1,
-                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
-                    as u32,
+                &self.kernel,
+                shape,
+                (&mut p as *mut SizeSwitchParams).cast::<c_void>(),
+                k,
+                k,
+                |i, body| add_body(body, &self.bodies[i]),
             )
-        };
-        driver::check(status, "cuStreamUpdateCaptureDependencies")
+        }
     }
 }
 
