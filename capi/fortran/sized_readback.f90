@@ -30,7 +30,7 @@
 ! Literals must have the dummy's kind: 262144_c_size_t, -1_c_int64_t (no timeout); 0 and other
 ! default integers fit the integer(c_int32_t) arguments.
 module sized_readback
-  use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_associated, c_f_pointer, c_char, &
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_funptr, c_null_ptr, c_associated, c_f_pointer, c_char, &
     c_int, c_int32_t, c_int64_t, c_size_t, c_long_long, c_float, c_double
   use, intrinsic :: iso_fortran_env, only: error_unit
   implicit none
@@ -203,6 +203,8 @@ module sized_readback
   public :: srb_record, srb_poll, srb_wait, srb_next, srb_count, srb_data, srb_bucket_data
   public :: srb_fetch_spill, srb_spill_data, srb_spill_bucket_data, srb_release, srb_capacity
   public :: srb_last_error, srb_live_allocations
+  public :: srb_sized_launch_create, srb_sized_launch_enqueue, srb_sized_launch_wait
+  public :: srb_sized_launch_recorded, srb_sized_launch_classes, srb_sized_launch_destroy
 
   ! ---- Fortran helpers -----------------------------------------------------------------------
 
@@ -484,6 +486,78 @@ module sized_readback
       type(srb_allocations), intent(out) :: out
       integer(c_int32_t) :: code
     end function srb_live_allocations
+
+    !> Sized launch: a GPU step sized by the device-resident count of kind `count_kind` at
+    !> `count`. The size classes are n_max(1:num_classes) (ascending, the last `capacity`), or
+    !> with num_classes 0 (n_max unused) 1024, 4096, ... up to `capacity`. `body` (a bind(c)
+    !> function, c_funloc) is called once per class at creation with (user, stream, class index,
+    !> n_max, count) and enqueues that class's work on `stream`, which is capturing; it returns 0,
+    !> or non-zero for SRB_ERR_BODY_RECORDING. Needs a CUDA 12.8 driver. The handle in `out`.
+    function srb_sized_launch_create(device, count, count_kind, capacity, n_max, num_classes, &
+        body, user, out) result(code) bind(c, name="srb_sized_launch_create")
+      import :: c_ptr, c_funptr, c_int32_t, c_int64_t, srb_devptr
+      integer(c_int32_t), value :: device
+      integer(srb_devptr), value :: count
+      integer(c_int32_t), value :: count_kind
+      integer(c_int64_t), value :: capacity
+      integer(c_int64_t), intent(in) :: n_max(*)
+      integer(c_int32_t), value :: num_classes
+      type(c_funptr), value :: body
+      type(c_ptr), value :: user
+      type(c_ptr), intent(out) :: out
+      integer(c_int32_t) :: code
+    end function srb_sized_launch_create
+
+    !> Launches the sized launch on `stream` after its work: the device picks the count's class
+    !> and runs its body. The launch's number in `seq_out` (0 when `stream` is capturing: the
+    !> sized launch is recorded into the graph).
+    function srb_sized_launch_enqueue(l, stream, seq_out) result(code) &
+        bind(c, name="srb_sized_launch_enqueue")
+      import :: c_ptr, c_int32_t, c_int64_t
+      type(c_ptr), value :: l, stream
+      integer(c_int64_t), intent(out) :: seq_out
+      integer(c_int32_t) :: code
+    end function srb_sized_launch_enqueue
+
+    !> Waits for launch `seq` (at most `timeout_ns`, < 0: no limit): the count it read in
+    !> `count_out`, the class that ran (0-based) in `class_out`; SRB_ERR_COUNT_EXCEEDS_CAPACITY
+    !> (the true count in `count_out`) or SRB_ERR_NEGATIVE_COUNT when no body ran.
+    function srb_sized_launch_wait(l, seq, timeout_ns, count_out, class_out) result(code) &
+        bind(c, name="srb_sized_launch_wait")
+      import :: c_ptr, c_int32_t, c_int64_t
+      type(c_ptr), value :: l
+      integer(c_int64_t), value :: seq, timeout_ns
+      integer(c_int64_t), intent(out) :: count_out
+      integer(c_int32_t), intent(out) :: class_out
+      integer(c_int32_t) :: code
+    end function srb_sized_launch_wait
+
+    !> After a replay of a graph the sized launch was recorded into has completed: that replay's
+    !> count and class, as srb_sized_launch_wait gives them; SRB_NOT_READY before any replay.
+    function srb_sized_launch_recorded(l, count_out, class_out) result(code) &
+        bind(c, name="srb_sized_launch_recorded")
+      import :: c_ptr, c_int32_t, c_int64_t
+      type(c_ptr), value :: l
+      integer(c_int64_t), intent(out) :: count_out
+      integer(c_int32_t), intent(out) :: class_out
+      integer(c_int32_t) :: code
+    end function srb_sized_launch_recorded
+
+    !> The number of size classes, their n_max in n_max_out(1:min(classes, len)).
+    function srb_sized_launch_classes(l, n_max_out, len) result(n) &
+        bind(c, name="srb_sized_launch_classes")
+      import :: c_ptr, c_int32_t, c_int64_t
+      type(c_ptr), value :: l
+      integer(c_int64_t), intent(out) :: n_max_out(*)
+      integer(c_int32_t), value :: len
+      integer(c_int32_t) :: n
+    end function srb_sized_launch_classes
+
+    !> Destroys a sized launch (a null pointer is ignored) after its launches in flight.
+    subroutine srb_sized_launch_destroy(l) bind(c, name="srb_sized_launch_destroy")
+      import :: c_ptr
+      type(c_ptr), value :: l
+    end subroutine srb_sized_launch_destroy
 
     !> Rows per slot of the readback (0 if `rb` is null).
     function srb_capacity(rb) result(n) bind(c, name="srb_capacity")

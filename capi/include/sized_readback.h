@@ -217,6 +217,10 @@ typedef struct CUstream_st CUstream_st;
 // `srb_destroy`.
 typedef struct srb_readback srb_readback;
 
+// A sized launch (opaque): from `srb_sized_launch_create`, destroyed by
+// `srb_sized_launch_destroy`.
+typedef struct srb_sized_launch srb_sized_launch;
+
 // The library's allocations alive at one moment, over every device (`srb_live_allocations`).
 typedef struct srb_allocations {
   // Device memory (`cuMemAlloc`): the staged transports' device slots and block counters.
@@ -231,6 +235,17 @@ typedef struct srb_allocations {
 
 // A device address, as `CUdeviceptr` (a runtime-API device pointer cast to an integer).
 typedef unsigned long long srb_devptr;
+
+// The body callback of a sized launch: called once per size class at creation, smallest
+// first, with `stream` capturing into that class's body. Enqueue the body's work on `stream`
+// (a kernel with a grid for `n_max` items, a CUB call or a GEMM of `n_max`), reading the true
+// count at the device address `count` to bound it. Return 0, or non-zero to fail the creation
+// (`SRB_ERR_BODY_RECORDING`). `user` is what `srb_sized_launch_create` was given.
+typedef int32_t (*srb_sized_body)(void *user,
+                                  struct CUstream_st *stream,
+                                  uint32_t class_index,
+                                  uint64_t n_max,
+                                  srb_devptr count);
 
 #ifdef __cplusplus
 extern "C" {
@@ -514,6 +529,91 @@ const char *srb_last_error(void);
 // # Safety
 // `rb` is a live handle.
 int32_t srb_release(const struct srb_readback *rb, uint64_t seq);
+
+// Creates a sized launch in the primary context of device `device`: the count is the value of
+// kind `count_kind` (`SRB_COUNT_*`) at device address `count`; the size classes are
+// `n_max[0..num_classes]` (ascending, the last one `capacity`, at most 32) or, with
+// `num_classes` 0 and `n_max` null, 1024, 4096, ... up to `capacity`. `body` records each
+// class's work (see `srb_sized_body`). Needs a CUDA 12.8 driver. On success stores the handle
+// in `*out`.
+//
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `out` or `body`, a null `n_max`
+// with classes, an unknown count kind or a negative device; `SRB_ERR_INVALID_CONFIG` for a
+// capacity of 0 or classes that are not ascending or do not end at the capacity;
+// `SRB_ERR_BAD_POINTER` for a null or misaligned count; `SRB_ERR_BODY_RECORDING` when the
+// callback returns non-zero or its work cannot be captured (the message names the class);
+// `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE` on a driver older than CUDA 12.8; `SRB_ERR_DRIVER_NOT_FOUND`,
+// `SRB_ERR_NO_DEVICE`, `SRB_ERR_CUDA`.
+//
+// # Safety
+// `n_max` points to `num_classes` values (or is null with 0); `out` is writable; `body` may be
+// called with `user` during this call only; what the bodies read and write stays valid while
+// the sized launch is launched.
+int32_t srb_sized_launch_create(int32_t device,
+                                srb_devptr count,
+                                uint32_t count_kind,
+                                uint64_t capacity,
+                                const uint64_t *n_max,
+                                uint32_t num_classes,
+                                srb_sized_body body,
+                                void *user,
+                                struct srb_sized_launch **out);
+
+// Launches it on `stream` after the work already there (the count's producer): the device
+// picks the count's class and runs its body. Stores the launch's number in `*seq_out` (may be
+// null) for `srb_sized_launch_wait`. On a capturing stream the sized launch is recorded into
+// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`).
+//
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle; `SRB_ERR_FOREIGN_CONTEXT`
+// for a stream of another context; `SRB_ERR_CUDA`.
+//
+// # Safety
+// `l` is a live handle; `stream` a live stream (null: the legacy default stream);
+// `seq_out` is null or writable.
+int32_t srb_sized_launch_enqueue(const struct srb_sized_launch *l,
+                                 struct CUstream_st *stream,
+                                 uint64_t *seq_out);
+
+// Waits for launch `seq`, at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
+// count it read in `*count_out` and the class that ran in `*class_out` (either may be null).
+// Returns `SRB_OK`, `SRB_TIMEOUT` (wait again), or the error that ran no body:
+// `SRB_ERR_COUNT_EXCEEDS_CAPACITY` (the true count in `*count_out`), `SRB_ERR_NEGATIVE_COUNT`
+// (its bits), `SRB_ERR_OVERRUN` (256 later launches reused its status), `SRB_ERR_CUDA`;
+// `SRB_ERR_INVALID_ARGUMENT` for a null handle or a `seq` not pending (waited already).
+//
+// # Safety
+// `l` is a live handle; `count_out` and `class_out` are null or writable.
+int32_t srb_sized_launch_wait(const struct srb_sized_launch *l,
+                              uint64_t seq,
+                              int64_t timeout_ns,
+                              uint64_t *count_out,
+                              uint32_t *class_out);
+
+// After a replay of a graph the sized launch was recorded into has completed: the count and
+// class of the newest replay, as `srb_sized_launch_wait` stores them; `SRB_NOT_READY` before
+// any replay.
+//
+// # Safety
+// `l` is a live handle; `count_out` and `class_out` are null or writable.
+int32_t srb_sized_launch_recorded(const struct srb_sized_launch *l,
+                                  uint64_t *count_out,
+                                  uint32_t *class_out);
+
+// The number of size classes (0 for a null handle), their `n_max` written to
+// `n_max_out[0..min(classes, len)]` (`n_max_out` may be null).
+//
+// # Safety
+// `l` is null or a live handle; `n_max_out` is null or has room for `len` values.
+uint32_t srb_sized_launch_classes(const struct srb_sized_launch *l,
+                                  uint64_t *n_max_out,
+                                  uint32_t len);
+
+// Destroys a sized launch (null is ignored), after its launches in flight. Launching a graph
+// it was recorded into afterwards is undefined behaviour.
+//
+// # Safety
+// `l` is null or a handle from `srb_sized_launch_create`, destroyed once.
+void srb_sized_launch_destroy(struct srb_sized_launch *l);
 
 // After `SRB_ERR_APPEND_OVERFLOW` for readback (or held replay) `seq`: brings back the rows
 // that went to the device-side spill region, on `stream`, waiting at most `timeout_ns`

@@ -47,6 +47,7 @@ mod handle;
 mod held;
 mod last_error;
 mod release;
+mod sized_launch;
 mod spill;
 mod types;
 mod wait;
@@ -67,6 +68,11 @@ pub use handle::{
 };
 pub use last_error::srb_last_error;
 pub use release::srb_release;
+pub use sized_launch::{
+    srb_sized_body, srb_sized_launch, srb_sized_launch_classes, srb_sized_launch_create,
+    srb_sized_launch_destroy, srb_sized_launch_enqueue, srb_sized_launch_recorded,
+    srb_sized_launch_wait,
+};
 pub use spill::{srb_fetch_spill, srb_spill_bucket_data, srb_spill_data};
 pub use types::*;
 pub use wait::{srb_poll, srb_wait};

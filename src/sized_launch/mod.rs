@@ -178,7 +178,7 @@ impl SizedLaunchBuilder {
         capture
             .synchronize()
             .map_err(Error::cuda("cuStreamSynchronize"))?;
-        Ok(SizedLaunch {
+        Ok(SizedLaunch(Arc::new(Launch {
             ctx: ctx.clone(),
             count,
             classes,
@@ -189,7 +189,7 @@ impl SizedLaunchBuilder {
             // From 1: a status entry never written reads seq 0.
             next_seq: AtomicU64::new(1),
             status,
-        })
+        })))
     }
 }
 
@@ -274,7 +274,11 @@ fn add_body(body: CUgraph, captured: &Option<GraphGuard>) -> Result<()> {
 /// Whatever the bodies read or write (the count, the kernels' buffers, library handles and
 /// workspaces) must stay valid for as long as the sized launch is enqueued.
 #[derive(Debug)]
-pub struct SizedLaunch {
+pub struct SizedLaunch(Arc<Launch>);
+
+/// What a sized launch and its tickets share.
+#[derive(Debug)]
+struct Launch {
     ctx: Arc<CudaContext>,
     count: RawCount,
     classes: Vec<u64>,
@@ -304,15 +308,15 @@ impl SizedLaunch {
 
     /// The classes' `n_max`, ascending; the last one is the capacity.
     pub fn classes(&self) -> &[u64] {
-        &self.classes
+        &self.0.classes
     }
     /// The largest count a body runs for.
     pub fn capacity(&self) -> u64 {
-        *self.classes.last().expect("at least one class")
+        self.0.capacity()
     }
     /// The device-resident count it reads.
     pub fn count(&self) -> RawCount {
-        self.count
+        self.0.count
     }
 
     /// Launches it on `stream`, after the work already there (the count's producer): the
@@ -322,49 +326,72 @@ impl SizedLaunch {
     ///
     /// A capturing `stream` gets the sized launch recorded into its graph instead (each
     /// replay runs the class of that replay's count); the ticket of a recording has no
-    /// outcome of its own: after a replay, [`SizedLaunch::recorded_outcome`] gives it.
-    pub fn enqueue(&self, stream: &CudaStream) -> Result<SizedTicket<'_>> {
-        driver::bind(&self.ctx)?;
-        let s = stream.cu_stream();
-        // SAFETY: a live stream of the caller's.
-        let ctx_of = unsafe { driver::stream_context(s)? };
-        if ctx_of != self.ctx.cu_ctx() {
-            return Err(Error::ForeignContext { what: "the stream" });
-        }
-        // SAFETY: as above.
-        if unsafe { driver::stream_is_capturing(s)? } {
-            // SAFETY: as above.
-            unsafe { self.record_into_capture(s)? };
-            return Ok(SizedTicket {
-                launch: self,
-                seq: None,
-                event: None,
-            });
-        }
-        let mut p = self.params.lock().unwrap_or_else(|e| e.into_inner());
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        p.seq = seq;
-        p.status_ptr = self.entry_device(seq % RING);
-        let event = Event::new(&self.ctx)?;
-        // SAFETY: the context is bound; the parameter is srb_size_switch_params and addresses
-        // the status buffer, which lives as long as self; the lock keeps other launches off
-        // the graph meanwhile.
-        unsafe {
-            self.graph
-                .launch(s, (&mut *p as *mut SizeSwitchParams).cast())?
-        };
-        // SAFETY: a live stream of the event's context.
-        unsafe { event.record(s)? };
-        Ok(SizedTicket {
-            launch: self,
-            seq: Some(seq),
-            event: Some(event),
-        })
+    /// outcome of its own: after a replay, [`SizedLaunch::recorded_outcome`] gives it. Keep
+    /// the sized launch alive while a graph it was recorded into is launched.
+    pub fn enqueue(&self, stream: &CudaStream) -> Result<SizedTicket> {
+        Launch::enqueue(&self.0, stream.cu_stream())
+    }
+
+    /// As [`Self::enqueue`], on a raw stream handle (the C API's and Python's way in).
+    ///
+    /// # Safety
+    /// `stream` is a live stream (or the legacy or per-thread default stream's handle).
+    pub unsafe fn enqueue_raw(&self, stream: sys::CUstream) -> Result<SizedTicket> {
+        Launch::enqueue(&self.0, stream)
     }
 
     /// After a replay of a graph this was recorded into has completed (the caller
     /// synchronized it): the count and class of the newest replay, `Ok(None)` before any.
     pub fn recorded_outcome(&self) -> Result<Option<LaunchOutcome>> {
+        self.0.recorded_outcome()
+    }
+}
+
+impl Launch {
+    fn capacity(&self) -> u64 {
+        *self.classes.last().expect("at least one class")
+    }
+
+    /// [`SizedLaunch::enqueue`].
+    fn enqueue(this: &Arc<Self>, s: sys::CUstream) -> Result<SizedTicket> {
+        driver::bind(&this.ctx)?;
+        // SAFETY: a live stream of the caller's.
+        let ctx_of = unsafe { driver::stream_context(s)? };
+        if ctx_of != this.ctx.cu_ctx() {
+            return Err(Error::ForeignContext { what: "the stream" });
+        }
+        // SAFETY: as above.
+        if unsafe { driver::stream_is_capturing(s)? } {
+            // SAFETY: as above.
+            unsafe { this.record_into_capture(s)? };
+            return Ok(SizedTicket {
+                launch: this.clone(),
+                seq: None,
+                event: None,
+            });
+        }
+        let mut p = this.params.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = this.next_seq.fetch_add(1, Ordering::Relaxed);
+        p.seq = seq;
+        p.status_ptr = this.entry_device(seq % RING);
+        let event = Event::new(&this.ctx)?;
+        // SAFETY: the context is bound; the parameter is srb_size_switch_params and addresses
+        // the status buffer, which lives as long as self; the lock keeps other launches off
+        // the graph meanwhile.
+        unsafe {
+            this.graph
+                .launch(s, (&mut *p as *mut SizeSwitchParams).cast())?
+        };
+        // SAFETY: a live stream of the event's context.
+        unsafe { event.record(s)? };
+        Ok(SizedTicket {
+            launch: this.clone(),
+            seq: Some(seq),
+            event: Some(event),
+        })
+    }
+
+    fn recorded_outcome(&self) -> Result<Option<LaunchOutcome>> {
         let e = self.entry(RING);
         if e.seq != u64::MAX {
             return Ok(None);
@@ -455,7 +482,7 @@ impl SizedLaunch {
     }
 }
 
-impl Drop for SizedLaunch {
+impl Drop for Launch {
     fn drop(&mut self) {
         // Launches still in flight write the status buffer: wait for them before it is freed.
         let _ = driver::bind(&self.ctx);
@@ -483,14 +510,20 @@ impl LaunchOutcome {
 
 /// One enqueued sized launch; waiting tells what ran. Dropping it waits for nothing.
 #[derive(Debug)]
-pub struct SizedTicket<'a> {
-    launch: &'a SizedLaunch,
+pub struct SizedTicket {
+    launch: Arc<Launch>,
     /// `None` for a recording into a capture.
     seq: Option<u64>,
     event: Option<Event>,
 }
 
-impl SizedTicket<'_> {
+impl SizedTicket {
+    /// The launch's sequence number (1, 2, ... per sized launch); `None` for a recording into
+    /// a capture.
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+
     /// Blocks until the launch has run; its outcome, or the error that kept every body from
     /// running ([`Error::CountExceedsCapacity`] with the true count, [`Error::NegativeCount`]).
     pub fn wait(&self) -> Result<LaunchOutcome> {
@@ -507,7 +540,7 @@ impl SizedTicket<'_> {
         let (Some(seq), Some(event)) = (self.seq, self.event.as_ref()) else {
             return Err(Error::StreamCapturing);
         };
-        let l = self.launch;
+        let l = &*self.launch;
         let slot = seq % RING;
         let written = || {
             let e = l.entry(slot);
@@ -536,6 +569,7 @@ impl SizedTicket<'_> {
 const _: () = {
     const fn send_sync<X: Send + Sync>() {}
     send_sync::<SizedLaunch>();
+    send_sync::<SizedTicket>();
 };
 
 #[cfg(test)]

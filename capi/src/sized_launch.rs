@@ -1,0 +1,299 @@
+//! Sized launch: a GPU step sized by a device-resident count (`srb_sized_launch_*`). One body
+//! per size class, recorded once through the caller's callback; at each launch the device
+//! picks the count's class and runs its body, with no host round trip.
+use crate::args::{stream_of, timeout};
+use crate::boundary::{guard, invalid, Failure};
+use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
+use crate::types::{parse_count_kind, srb_devptr, CUstream_st};
+use srb::{LaunchOutcome, RawCount, SizedLaunch, SizedTicket};
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+/// Tickets of a sized launch kept for `srb_sized_launch_wait`: the newest this many (an older
+/// one's status entry has been reused anyway).
+const KEPT: usize = 256;
+
+/// A sized launch (opaque): from `srb_sized_launch_create`, destroyed by
+/// `srb_sized_launch_destroy`.
+pub struct srb_sized_launch {
+    launch: SizedLaunch,
+    tickets: Mutex<VecDeque<SizedTicket>>,
+}
+
+/// The body callback of a sized launch: called once per size class at creation, smallest
+/// first, with `stream` capturing into that class's body. Enqueue the body's work on `stream`
+/// (a kernel with a grid for `n_max` items, a CUB call or a GEMM of `n_max`), reading the true
+/// count at the device address `count` to bound it. Return 0, or non-zero to fail the creation
+/// (`SRB_ERR_BODY_RECORDING`). `user` is what `srb_sized_launch_create` was given.
+pub type srb_sized_body = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        stream: *mut CUstream_st,
+        class_index: u32,
+        n_max: u64,
+        count: srb_devptr,
+    ) -> i32,
+>;
+
+/// Creates a sized launch in the primary context of device `device`: the count is the value of
+/// kind `count_kind` (`SRB_COUNT_*`) at device address `count`; the size classes are
+/// `n_max[0..num_classes]` (ascending, the last one `capacity`, at most 32) or, with
+/// `num_classes` 0 and `n_max` null, 1024, 4096, ... up to `capacity`. `body` records each
+/// class's work (see `srb_sized_body`). Needs a CUDA 12.8 driver. On success stores the handle
+/// in `*out`.
+///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `out` or `body`, a null `n_max`
+/// with classes, an unknown count kind or a negative device; `SRB_ERR_INVALID_CONFIG` for a
+/// capacity of 0 or classes that are not ascending or do not end at the capacity;
+/// `SRB_ERR_BAD_POINTER` for a null or misaligned count; `SRB_ERR_BODY_RECORDING` when the
+/// callback returns non-zero or its work cannot be captured (the message names the class);
+/// `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE` on a driver older than CUDA 12.8; `SRB_ERR_DRIVER_NOT_FOUND`,
+/// `SRB_ERR_NO_DEVICE`, `SRB_ERR_CUDA`.
+///
+/// # Safety
+/// `n_max` points to `num_classes` values (or is null with 0); `out` is writable; `body` may be
+/// called with `user` during this call only; what the bodies read and write stays valid while
+/// the sized launch is launched.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_create(
+    device: i32,
+    count: srb_devptr,
+    count_kind: u32,
+    capacity: u64,
+    n_max: *const u64,
+    num_classes: u32,
+    body: srb_sized_body,
+    user: *mut c_void,
+    out: *mut *mut srb_sized_launch,
+) -> i32 {
+    guard(|| {
+        if out.is_null() {
+            return Err(invalid("srb_sized_launch_create: out is null"));
+        }
+        let Some(body) = body else {
+            return Err(invalid("srb_sized_launch_create: body is null"));
+        };
+        if num_classes > 0 && n_max.is_null() {
+            return Err(invalid("srb_sized_launch_create: n_max is null"));
+        }
+        let ordinal =
+            usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
+        let kind = parse_count_kind(count_kind)?;
+        let mut builder = SizedLaunch::builder(RawCount::new(count, kind), capacity);
+        if num_classes > 0 {
+            // SAFETY: per the contract.
+            let given = unsafe { std::slice::from_raw_parts(n_max, num_classes as usize) };
+            builder = builder.classes(given.iter().copied());
+        }
+        // The classes before the device: a bad one is the same error with or without a GPU.
+        builder.plan()?;
+        let ctx = srb::device::open(ordinal)?;
+        let launch = builder.build(&ctx, |class| {
+            // SAFETY: the caller's callback with its own user pointer, during this call.
+            let rc = unsafe {
+                body(
+                    user,
+                    class.stream().cu_stream().cast(),
+                    class.index() as u32,
+                    class.n_max(),
+                    class.count().ptr(),
+                )
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(format!("the body callback returned {rc}"))
+            }
+        })?;
+        let h = srb_sized_launch {
+            launch,
+            tickets: Mutex::default(),
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(h)) };
+        Ok(SRB_OK)
+    })
+}
+
+/// Launches it on `stream` after the work already there (the count's producer): the device
+/// picks the count's class and runs its body. Stores the launch's number in `*seq_out` (may be
+/// null) for `srb_sized_launch_wait`. On a capturing stream the sized launch is recorded into
+/// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`).
+///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle; `SRB_ERR_FOREIGN_CONTEXT`
+/// for a stream of another context; `SRB_ERR_CUDA`.
+///
+/// # Safety
+/// `l` is a live handle; `stream` a live stream (null: the legacy default stream);
+/// `seq_out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_enqueue(
+    l: *const srb_sized_launch,
+    stream: *mut CUstream_st,
+    seq_out: *mut u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let h = unsafe { handle(l)? };
+        // SAFETY: per the contract.
+        let t = unsafe { h.launch.enqueue_raw(stream_of(stream)) }?;
+        let seq = t.seq().unwrap_or(0);
+        if t.seq().is_some() {
+            let mut kept = h.tickets.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() == KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(t);
+        }
+        if !seq_out.is_null() {
+            // SAFETY: per the contract.
+            unsafe { *seq_out = seq };
+        }
+        Ok(SRB_OK)
+    })
+}
+
+/// Waits for launch `seq`, at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
+/// count it read in `*count_out` and the class that ran in `*class_out` (either may be null).
+/// Returns `SRB_OK`, `SRB_TIMEOUT` (wait again), or the error that ran no body:
+/// `SRB_ERR_COUNT_EXCEEDS_CAPACITY` (the true count in `*count_out`), `SRB_ERR_NEGATIVE_COUNT`
+/// (its bits), `SRB_ERR_OVERRUN` (256 later launches reused its status), `SRB_ERR_CUDA`;
+/// `SRB_ERR_INVALID_ARGUMENT` for a null handle or a `seq` not pending (waited already).
+///
+/// # Safety
+/// `l` is a live handle; `count_out` and `class_out` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_wait(
+    l: *const srb_sized_launch,
+    seq: u64,
+    timeout_ns: i64,
+    count_out: *mut u64,
+    class_out: *mut u32,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let h = unsafe { handle(l)? };
+        let ticket = {
+            let mut kept = h.tickets.lock().unwrap_or_else(|e| e.into_inner());
+            let i = kept
+                .iter()
+                .position(|t| t.seq() == Some(seq))
+                .ok_or_else(|| invalid(format!("sized launch {seq} is not pending")))?;
+            kept.remove(i).expect("found")
+        };
+        let result = match timeout(timeout_ns) {
+            Some(d) => ticket.wait_timeout(d),
+            None => ticket.wait(),
+        };
+        if matches!(result, Err(srb::Error::Timeout { .. })) {
+            // Still pending: waited again later.
+            h.tickets
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_front(ticket);
+        }
+        // SAFETY: per the contract.
+        unsafe { answer(result, count_out, class_out) }
+    })
+}
+
+/// After a replay of a graph the sized launch was recorded into has completed: the count and
+/// class of the newest replay, as `srb_sized_launch_wait` stores them; `SRB_NOT_READY` before
+/// any replay.
+///
+/// # Safety
+/// `l` is a live handle; `count_out` and `class_out` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_recorded(
+    l: *const srb_sized_launch,
+    count_out: *mut u64,
+    class_out: *mut u32,
+) -> i32 {
+    guard(|| {
+        // SAFETY: per the contract.
+        let h = unsafe { handle(l)? };
+        match h.launch.recorded_outcome() {
+            Ok(None) => Ok(SRB_NOT_READY),
+            // SAFETY: per the contract.
+            Ok(Some(o)) => unsafe { answer(Ok(o), count_out, class_out) },
+            // SAFETY: per the contract.
+            Err(e) => unsafe { answer(Err(e), count_out, class_out) },
+        }
+    })
+}
+
+/// The number of size classes (0 for a null handle), their `n_max` written to
+/// `n_max_out[0..min(classes, len)]` (`n_max_out` may be null).
+///
+/// # Safety
+/// `l` is null or a live handle; `n_max_out` is null or has room for `len` values.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_classes(
+    l: *const srb_sized_launch,
+    n_max_out: *mut u64,
+    len: u32,
+) -> u32 {
+    // SAFETY: per the contract.
+    let Some(h) = (unsafe { l.as_ref() }) else {
+        return 0;
+    };
+    let classes = h.launch.classes();
+    if !n_max_out.is_null() {
+        for (i, &c) in classes.iter().take(len as usize).enumerate() {
+            // SAFETY: per the contract (i < len).
+            unsafe { *n_max_out.add(i) = c };
+        }
+    }
+    classes.len() as u32
+}
+
+/// Destroys a sized launch (null is ignored), after its launches in flight. Launching a graph
+/// it was recorded into afterwards is undefined behaviour.
+///
+/// # Safety
+/// `l` is null or a handle from `srb_sized_launch_create`, destroyed once.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_destroy(l: *mut srb_sized_launch) {
+    if !l.is_null() {
+        guard(|| {
+            // SAFETY: per the contract.
+            drop(unsafe { Box::from_raw(l) });
+            Ok(SRB_OK)
+        });
+    }
+}
+
+/// The handle, or `SRB_ERR_INVALID_ARGUMENT` for null.
+///
+/// # Safety
+/// `l` is null or a live handle.
+unsafe fn handle<'a>(l: *const srb_sized_launch) -> Result<&'a srb_sized_launch, Failure> {
+    // SAFETY: per the contract.
+    unsafe { l.as_ref() }.ok_or_else(|| invalid("the sized launch handle is null"))
+}
+
+/// A wait's answer: `SRB_OK` or the error's code; the count (or the error's) and the class
+/// stored where the pointers are not null.
+///
+/// # Safety
+/// `count_out` and `class_out` are null or writable.
+unsafe fn answer(
+    result: srb::Result<LaunchOutcome>,
+    count_out: *mut u64,
+    class_out: *mut u32,
+) -> Result<i32, Failure> {
+    let n = match &result {
+        Ok(o) => Some(o.count()),
+        Err(e) => count_of_error(e),
+    };
+    if let (Some(n), false) = (n, count_out.is_null()) {
+        // SAFETY: per the contract.
+        unsafe { *count_out = n };
+    }
+    if let (Ok(o), false) = (&result, class_out.is_null()) {
+        // SAFETY: per the contract.
+        unsafe { *class_out = o.class() as u32 };
+    }
+    result.map(|_| SRB_OK).map_err(Failure::from)
+}

@@ -1,0 +1,300 @@
+//! Sized launch through the C ABI: a body callback records each class's kernel, launches wait
+//! by number with the count and class they ran, a count past the capacity runs nothing and
+//! reports its true count; bad arguments are typed errors, with or without a GPU.
+use super::{ctx, last_error};
+use anyhow::{ensure, Result};
+use sized_readback_capi as capi;
+use std::ffi::c_void;
+
+/// What the body callback needs: the test kernel and the output buffers' addresses.
+struct Body {
+    kernel: srb::testing::Kernel,
+    out: u64,
+    meta: u64,
+    calls: u32,
+}
+
+/// The body callback: srb_test_sized_body with a grid of n_max threads (256 per block).
+unsafe extern "C" fn record_body(
+    user: *mut c_void,
+    stream: *mut capi::CUstream_st,
+    class_index: u32,
+    n_max: u64,
+    count: capi::srb_devptr,
+) -> i32 {
+    // SAFETY: the test passes a Body it owns for the create call.
+    let b = unsafe { &mut *user.cast::<Body>() };
+    b.calls += 1;
+    let (mut c, mut n, mut k, mut o, mut m) = (count, n_max, class_index, b.out, b.meta);
+    let mut args: [*mut c_void; 5] = [
+        (&mut c as *mut u64).cast(),
+        (&mut n as *mut u64).cast(),
+        (&mut k as *mut u32).cast(),
+        (&mut o as *mut u64).cast(),
+        (&mut m as *mut u64).cast(),
+    ];
+    let grid = n_max.div_ceil(256) as u32;
+    // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*, uint64_t*);
+    // the buffers hold the capacity's rows and 4 meta words; the stream is the capturing one.
+    match unsafe {
+        b.kernel
+            .launch_3d(stream.cast(), (grid, 1, 1), (256, 1, 1), &mut args)
+    } {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
+/// A callback that refuses its second class.
+unsafe extern "C" fn refuse_second(
+    _user: *mut c_void,
+    _stream: *mut capi::CUstream_st,
+    class_index: u32,
+    _n_max: u64,
+    _count: capi::srb_devptr,
+) -> i32 {
+    if class_index == 1 {
+        7
+    } else {
+        0
+    }
+}
+
+/// The argument checks that need no GPU.
+pub(crate) fn capi_sized_launch_arguments() -> Result<()> {
+    let mut out: *mut capi::srb_sized_launch = std::ptr::null_mut();
+    let classes = [64u64, 32];
+    // SAFETY: every pointer is null or valid for the call.
+    unsafe {
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            capi::SRB_COUNT_I32,
+            64,
+            std::ptr::null(),
+            0,
+            None,
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_INVALID_ARGUMENT,
+            "a null body: {code} {}",
+            last_error()
+        );
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            capi::SRB_COUNT_I32,
+            64,
+            std::ptr::null(),
+            0,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        ensure!(code == capi::SRB_ERR_INVALID_ARGUMENT, "a null out: {code}");
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            77,
+            64,
+            std::ptr::null(),
+            0,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_INVALID_ARGUMENT,
+            "an unknown count kind: {code}"
+        );
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            capi::SRB_COUNT_I32,
+            0,
+            std::ptr::null(),
+            0,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(code == capi::SRB_ERR_INVALID_CONFIG, "capacity 0: {code}");
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            capi::SRB_COUNT_I32,
+            64,
+            classes.as_ptr(),
+            2,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_INVALID_CONFIG,
+            "descending classes: {code} {}",
+            last_error()
+        );
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1000,
+            capi::SRB_COUNT_I32,
+            64,
+            std::ptr::null(),
+            2,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_INVALID_ARGUMENT,
+            "null classes: {code}"
+        );
+        ensure!(out.is_null(), "a failed create stored a handle");
+        ensure!(capi::srb_sized_launch_classes(std::ptr::null(), std::ptr::null_mut(), 0) == 0);
+        capi::srb_sized_launch_destroy(std::ptr::null_mut());
+        let code = capi::srb_sized_launch_wait(
+            std::ptr::null(),
+            1,
+            -1,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        ensure!(
+            code == capi::SRB_ERR_INVALID_ARGUMENT,
+            "wait on null: {code}"
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn capi_sized_launch() -> Result<()> {
+    let ctx = ctx();
+    let stream = ctx.new_stream()?;
+    let raw: *mut capi::CUstream_st = stream.cu_stream().cast();
+    let capacity = 5000usize;
+    let mut count = stream.alloc_zeros::<i32>(1)?;
+    let out = stream.alloc_zeros::<u64>(capacity + 64)?;
+    let mut meta = stream.alloc_zeros::<u64>(4)?;
+    use cudarc::driver::DevicePtr;
+    let (count_ptr, out_ptr, meta_ptr) = (
+        count.device_ptr(&stream).0,
+        out.device_ptr(&stream).0,
+        meta.device_ptr(&stream).0,
+    );
+    let mut body = Body {
+        kernel: srb::testing::Kernels::load(&ctx)?.function("srb_test_sized_body")?,
+        out: out_ptr,
+        meta: meta_ptr,
+        calls: 0,
+    };
+    let classes = [100u64, 1000, 5000];
+    let mut l: *mut capi::srb_sized_launch = std::ptr::null_mut();
+    // SAFETY: valid pointers; body outlives the call.
+    let code = unsafe {
+        capi::srb_sized_launch_create(
+            0,
+            count_ptr,
+            capi::SRB_COUNT_I32,
+            capacity as u64,
+            classes.as_ptr(),
+            3,
+            Some(record_body),
+            (&mut body as *mut Body).cast(),
+            &mut l,
+        )
+    };
+    if code == capi::SRB_ERR_SIZED_LAUNCH_UNAVAILABLE {
+        let mut v = 0;
+        // SAFETY: an out-pointer.
+        unsafe { srb::cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+        ensure!(v < 12080, "unavailable on driver {v}: {}", last_error());
+        return Ok(());
+    }
+    ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
+    ensure!(body.calls == 3, "the callback ran {} times", body.calls);
+    let result = (|| -> Result<()> {
+        let mut got = [0u64; 4];
+        // SAFETY: a live handle; room for 4.
+        ensure!(unsafe { capi::srb_sized_launch_classes(l, got.as_mut_ptr(), 4) } == 3);
+        ensure!(got[..3] == classes);
+        let counts = [0i32, 100, 101, 999, 1000, 1001, 5000, 5001, -2];
+        let mut seqs = Vec::new();
+        for &n in &counts {
+            stream.memcpy_htod(&[n], &mut count)?;
+            let mut seq = 0u64;
+            // SAFETY: a live handle and stream; an out-pointer.
+            let code = unsafe { capi::srb_sized_launch_enqueue(l, raw, &mut seq) };
+            ensure!(
+                code == capi::SRB_OK && seq > 0,
+                "enqueue: {code} {}",
+                last_error()
+            );
+            seqs.push(seq);
+        }
+        for (&seq, &n) in seqs.iter().zip(&counts) {
+            let (mut c, mut k) = (0u64, u32::MAX);
+            // SAFETY: a live handle; out-pointers.
+            let code = unsafe { capi::srb_sized_launch_wait(l, seq, -1, &mut c, &mut k) };
+            match n {
+                5001 => ensure!(
+                    code == capi::SRB_ERR_COUNT_EXCEEDS_CAPACITY && c == 5001,
+                    "{n}: {code} {c}"
+                ),
+                -2 => ensure!(
+                    code == capi::SRB_ERR_NEGATIVE_COUNT && c as i64 == -2,
+                    "{n}: {code} {c}"
+                ),
+                _ => {
+                    let want = classes.iter().position(|&m| n as u64 <= m).unwrap() as u32;
+                    ensure!(
+                        code == capi::SRB_OK && c == n as u64 && k == want,
+                        "{n}: {code} {c} class {k}"
+                    );
+                }
+            }
+            // SAFETY: as above.
+            let again = unsafe { capi::srb_sized_launch_wait(l, seq, -1, &mut c, &mut k) };
+            ensure!(
+                again == capi::SRB_ERR_INVALID_ARGUMENT,
+                "a second wait of {seq}: {again}"
+            );
+        }
+        let m = stream.clone_dtoh(&meta)?;
+        ensure!(m[3] == 7, "{} bodies ran for 7 counts in range", m[3]);
+        stream.memset_zeros(&mut meta)?;
+        Ok(())
+    })();
+    // SAFETY: created above, destroyed once.
+    unsafe { capi::srb_sized_launch_destroy(l) };
+    result?;
+    // A callback that fails: the class is named, nothing is made.
+    let mut none: *mut capi::srb_sized_launch = std::ptr::null_mut();
+    // SAFETY: valid pointers.
+    let code = unsafe {
+        capi::srb_sized_launch_create(
+            0,
+            count_ptr,
+            capi::SRB_COUNT_I32,
+            capacity as u64,
+            classes.as_ptr(),
+            3,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut none,
+        )
+    };
+    ensure!(
+        code == capi::SRB_ERR_BODY_RECORDING,
+        "a refusing callback: {code}"
+    );
+    ensure!(
+        last_error().contains("class 1") && last_error().contains("returned 7"),
+        "{}",
+        last_error()
+    );
+    ensure!(none.is_null());
+    Ok(())
+}
