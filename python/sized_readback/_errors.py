@@ -36,6 +36,8 @@ __all__ = [
     "CorruptTrailerError",
     "UnknownCountKindError",
     "SizedCopyUnavailableError",
+    "SizedLaunchUnavailableError",
+    "BodyRecordingError",
 ]
 
 
@@ -220,3 +222,20 @@ class SizedCopyUnavailableError(ReadbackError, RuntimeError):
     12.8 or one that failed to build its graphs, an append or bucketed readback, or the mapped
     transport (the message says which, with the driver's error if one failed).
     ``staged_copy="auto"`` takes the whole-slot copy there."""
+
+
+class SizedLaunchUnavailableError(ReadbackError, RuntimeError):
+    """A ``SizedLaunch`` cannot be built here: its class setter sets a SWITCH conditional node
+    from a kernel, which needs a CUDA 12.8 driver, or the driver refused its graph (the
+    message says which)."""
+
+
+class BodyRecordingError(ReadbackError, RuntimeError):
+    """The body of one size class of a ``SizedLaunch`` failed to record: the body callable
+    raised (the exception is the ``__cause__``), or its work could not be captured into a CUDA
+    graph (a synchronizing call, an allocation, work on another stream). Nothing was built."""
+
+    index: int
+    """The size class, from 0 (the smallest)."""
+    n_max: int
+    """The largest count that class's body was recorded for."""

@@ -362,3 +362,84 @@ class PendingAppend:
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+class SizeClass:
+    """One size class of a ``SizedLaunch``, as its body callable sees it while it records."""
+
+    index: int
+    """Which class, from 0 (the smallest)."""
+    n_max: int
+    """The largest count this body runs for: size the grid or the library call for it."""
+    count_ptr: int
+    """The count's device address: the body's kernels read the true count there."""
+    count_dtype: str
+    """The count's dtype, by numpy name."""
+    stream: int
+    """The stream handle to enqueue the body's work on; it is capturing into the class's body
+    (``torch.cuda.ExternalStream(c.stream)``, ``cupy.cuda.ExternalStream(c.stream)``): kernel
+    launches and library calls are recorded, not run; a synchronization or an allocation
+    fails the capture."""
+
+class LaunchOutcome:
+    """What one launch of a ``SizedLaunch`` ran."""
+
+    count: int
+    """The count the device read."""
+    index: int
+    """The class whose body ran (an index into ``SizedLaunch.classes``)."""
+
+class SizedLaunch:
+    """A GPU step sized by a device-resident count, with no host round trip.
+
+    ``count`` is a one-element integer device array (int32, uint32, int64, uint64) that the
+    producer writes; ``capacity`` the largest count any body runs for. ``body(c)`` is called
+    once per size class (``c.n_max`` = 1024, 4096, ... up to ``capacity``, or the ``classes``
+    given) with ``c.stream`` capturing: what it enqueues there is that class's body (a kernel
+    with a grid for ``c.n_max`` items that reads the true count at ``c.count_ptr``, a library
+    call of that size). ``enqueue()`` then runs the body of the count's class, chosen on the
+    device. Needs a CUDA 12.8 driver (``SizedLaunchUnavailableError`` otherwise); a body that
+    raises, or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
+    Keep the arrays the bodies read and write alive while the sized launch is launched.
+
+    Example (CuPy)::
+
+        n = cupy.zeros(1, dtype=cupy.int32)            # written by the producer kernel
+        step = srb.SizedLaunch(n, 1 << 22, lambda c: expand(
+            ((c.n_max + 255) // 256,), (256,), (n, out), stream=cupy.cuda.ExternalStream(c.stream)))
+        t = step.enqueue()                             # the device picks the class
+        print(t.wait().count)
+    """
+
+    def __init__(
+        self,
+        count: DeviceArray,
+        capacity: int,
+        body: Callable[[SizeClass], Any],
+        *,
+        classes: Optional[Sequence[int]] = None,
+        device: int = 0,
+    ) -> None: ...
+    @property
+    def classes(self) -> list[int]:
+        """The classes' ``n_max``, ascending; the last one is the capacity."""
+    @property
+    def capacity(self) -> int:
+        """The largest count a body runs for."""
+    def enqueue(self, stream: StreamLike = None) -> SizedTicket:
+        """Launches it on ``stream`` (default: the current stream of the framework that owns
+        the count) after the work already there; returns a ``SizedTicket`` at once. On a
+        capturing stream it is recorded into the graph instead (see ``recorded_outcome``)."""
+    def recorded_outcome(self) -> Optional[LaunchOutcome]:
+        """After a replay of a graph it was recorded into has completed: the newest replay's
+        outcome, or None before any; raises the count's error if that replay ran no body."""
+
+class SizedTicket:
+    """One enqueued sized launch."""
+
+    @property
+    def seq(self) -> Optional[int]:
+        """The launch's number (1, 2, ...), or None for a recording into a capture."""
+    def wait(self, timeout: Optional[float] = None) -> LaunchOutcome:
+        """Blocks (without the GIL) until the launch has run: its outcome; raises
+        ``CountExceedsCapacityError`` (the true count) or ``NegativeCountError`` if no body
+        ran, ``ReadbackTimeoutError`` after ``timeout`` seconds."""

@@ -154,6 +154,13 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             make(py, "UnknownCountKindError", msg, facts!["kind" => kind])
         }
         Error::SizedCopyUnavailable { .. } => make(py, "SizedCopyUnavailableError", msg, &[]),
+        Error::SizedLaunchUnavailable { .. } => make(py, "SizedLaunchUnavailableError", msg, &[]),
+        Error::BodyRecording { class, n_max, .. } => make(
+            py,
+            "BodyRecordingError",
+            msg,
+            facts!["index" => class, "n_max" => n_max],
+        ),
         _ => make(py, "ReadbackError", msg, &[]),
     }
 }

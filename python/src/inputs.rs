@@ -13,7 +13,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use srb::{ColumnSource, CountKind, RawCount};
 
 /// The count kind of a 0-d (or one-element) device array.
-fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
+pub(crate) fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
     if a.numel() != Some(1) {
         return Err(PyValueError::new_err(format!(
             "the count must be one element (a 0-d array), not an array of shape {:?}",
@@ -38,7 +38,7 @@ fn count_kind(a: &DeviceArray) -> PyResult<CountKind> {
 }
 
 /// A count kind's numpy dtype name (`int32`, `uint64`, ...), from its width and signedness.
-fn numpy_name(k: CountKind) -> String {
+pub(crate) fn numpy_name(k: CountKind) -> String {
     let sign = if k.is_signed() { "" } else { "u" };
     format!("{sign}int{}", 8 * k.size())
 }

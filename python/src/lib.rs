@@ -23,6 +23,7 @@ mod readout;
 mod retired;
 mod settings;
 mod shared;
+mod sized_launch;
 mod spec;
 mod stream;
 mod testing;
@@ -69,6 +70,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<graph::GraphReadback>()?;
     m.add_class::<append::AppendReadback>()?;
     m.add_class::<append::PendingAppend>()?;
+    m.add_class::<sized_launch::SizedLaunch>()?;
+    m.add_class::<sized_launch::SizedTicket>()?;
+    m.add_class::<sized_launch::SizeClass>()?;
+    m.add_class::<sized_launch::LaunchOutcome>()?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(is_available, m)?)?;
     m.add_function(wrap_pyfunction!(live_allocations, m)?)?;

@@ -405,3 +405,17 @@ def test_cupy_arrays_run_on_cupys_current_stream(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", FAKE_CUPY_CHECKS], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+# --- SizedLaunch's arguments, checked before any driver call ----------------------------------
+
+
+def test_sized_launch_bad_classes_are_config_errors():
+    count = CAI((1,), "<i4")
+    for capacity, classes in [(0, None), (64, []), (64, [32, 16, 64]), (64, [16, 32])]:
+        with pytest.raises(srb.ConfigError):
+            srb.SizedLaunch(count, capacity, lambda c: None, classes=classes)
+    with pytest.raises(ValueError, match="one element"):
+        srb.SizedLaunch(CAI((2,), "<i4"), 64, lambda c: None)
+    with pytest.raises((TypeError, ValueError)):
+        srb.SizedLaunch(CAI((1,), "<f4"), 64, lambda c: None)

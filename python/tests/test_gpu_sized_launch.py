@@ -1,0 +1,128 @@
+"""SizedLaunch from Python: a CuPy RawKernel body per size class, each launch running the body
+of the count's class (its grid, its n_max) with the true count bounding the work; counts past
+the capacity and negative ones run nothing; a loop with no host synchronization; a body that
+raises is a BodyRecordingError with the exception as its cause."""
+
+import numpy as np
+import pytest
+
+import sized_readback as srb
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+
+BODY = r"""
+extern "C" __global__ void body(const int* count, unsigned long long n_max, unsigned int klass,
+                                unsigned long long* out, unsigned long long* meta) {
+    unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (tid == 0) { meta[0] = n_max; meta[1] = (unsigned long long)gridDim.x * blockDim.x;
+                    meta[2] = klass; meta[3] += 1; }
+    long long n = *count;
+    if ((long long)tid < n && tid < n_max) out[tid] = 2 * tid + 1;
+}
+"""
+SENTINEL = 0xDEADBEEF
+
+
+@pytest.fixture(autouse=True)
+def _cuda():
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("CuPy sees no CUDA device")
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        pytest.skip(f"CuPy sees no CUDA device: {e}")
+    if cp.cuda.runtime.driverGetVersion() < 12080:
+        n = cp.zeros(1, dtype=cp.int32)
+        with pytest.raises(srb.SizedLaunchUnavailableError):
+            srb.SizedLaunch(n, 64, lambda c: None)
+        pytest.skip("sized launches need a CUDA 12.8 driver (checked: SizedLaunchUnavailableError)")
+    yield
+    cp.cuda.Device().synchronize()
+
+
+class Bench:
+    def __init__(self, classes):
+        self.classes = classes
+        cap = classes[-1]
+        self.count = cp.zeros(1, dtype=cp.int32)
+        self.out = cp.full(cap + 64, SENTINEL, dtype=cp.uint64)
+        self.meta = cp.zeros(4, dtype=cp.uint64)
+        self.kernel = cp.RawKernel(BODY, "body")
+        self.kernel.compile()
+        self.launch = srb.SizedLaunch(self.count, cap, self.body, classes=classes)
+
+    def body(self, c):
+        grid = (c.n_max + 255) // 256
+        with cp.cuda.ExternalStream(c.stream):
+            self.kernel((grid,), (256,), (self.count, np.uint64(c.n_max), np.uint32(c.index), self.out, self.meta))
+
+    def check(self, n, index):
+        meta = self.meta.get()
+        n_max = self.classes[index]
+        assert meta[3] == 1 and meta[2] == index and meta[0] == n_max
+        assert meta[1] == (n_max + 255) // 256 * 256
+        out = self.out.get()
+        np.testing.assert_array_equal(out[:n], 2 * np.arange(n, dtype=np.uint64) + 1)
+        assert out[n] == SENTINEL
+
+    def reset(self):
+        self.out.fill(SENTINEL)
+        self.meta.fill(0)
+
+
+def class_of(classes, n):
+    return next(i for i, c in enumerate(classes) if n <= c)
+
+
+def test_every_class_boundary_runs_its_body_alone():
+    b = Bench([1024, 4096, 5000])
+    assert b.launch.classes == [1024, 4096, 5000] and b.launch.capacity == 5000
+    for n in [0, 1, 1024, 1025, 4096, 4097, 5000]:
+        b.reset()
+        b.count.fill(n)
+        t = b.launch.enqueue()
+        assert t.seq is not None
+        done = t.wait(timeout=30)
+        assert (done.count, done.index) == (n, class_of(b.classes, n))
+        b.check(n, done.index)
+
+
+def test_bad_counts_run_nothing_and_report_the_true_count():
+    b = Bench([64, 1000])
+    b.reset()
+    b.count.fill(1001)
+    with pytest.raises(srb.CountExceedsCapacityError) as e:
+        b.launch.enqueue().wait(timeout=30)
+    assert e.value.count == 1001 and e.value.capacity == 1000
+    b.count.fill(-5)
+    with pytest.raises(srb.NegativeCountError) as e:
+        b.launch.enqueue().wait(timeout=30)
+    assert e.value.count == -5
+    assert b.meta.get()[3] == 0
+
+
+def test_a_loop_with_no_host_sync():
+    b = Bench([32, 128, 512, 2048])
+    counts = [(i * 977 + 13) % 2049 for i in range(100)]
+    tickets = []
+    for n in counts:
+        b.count.fill(n)  # on CuPy's current stream, as the enqueue
+        tickets.append(b.launch.enqueue())
+    for t, n in zip(tickets, counts):
+        done = t.wait(timeout=30)
+        assert (done.count, done.index) == (n, class_of(b.classes, n))
+    assert b.meta.get()[3] == len(counts)
+
+
+def test_a_body_that_raises_is_a_body_recording_error():
+    n = cp.zeros(1, dtype=cp.int32)
+
+    def body(c):
+        if c.index == 1:
+            raise RuntimeError("no workspace for this size")
+
+    with pytest.raises(srb.BodyRecordingError) as e:
+        srb.SizedLaunch(n, 64, body, classes=[8, 64])
+    assert e.value.index == 1 and e.value.n_max == 64
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert "no workspace" in str(e.value)
