@@ -69,6 +69,12 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
             .args(["scripts/python-api.py", "--check"])
             .current_dir(root),
     )?;
+    // The guide's C API reference says what the generated header says.
+    cmd::run(
+        Command::new("python3")
+            .args(["scripts/c-api.py", "--check"])
+            .current_dir(root),
+    )?;
     // The guide: mdbook build (no warning) and mdbook test (its Rust examples against the
     // crate); under SRB_CI=1 mdBook is installed if missing.
     guide::check(root)?;
