@@ -1,0 +1,476 @@
+//! A BFS whose every level's expand is sized by the device count of the previous frontier
+//! (issue 36's real consumer), on the library's [`SizedLaunch`], against the ways users size it
+//! today, checked against a host BFS on every vertex. The kernels are the testing images'
+//! `srbt_bfs_expand` (`csrc/testing/bfs.cu`: top-down, edge-balanced; a frontier's count word
+//! is vertices << 32 | edges, and its low half, the edge count E, sizes the expand).
+//!
+//! The graph: R-MAT with Graph500's parameters (a = 0.57, b = 0.19, c = 0.19, d = 0.05, edge
+//! factor 16, vertex ids scrambled), 2^scale vertices, undirected, as CSR, generated on the
+//! host from a fixed seed (splitmix64; the edges in 64 chunks of their own seeds, made in
+//! parallel). Three ways per level, each in a loop that never reads the host in between:
+//!
+//! - `sync`: E copied to pinned memory, the stream synchronized, ceil(E / 2048) blocks;
+//! - `over`: the grid of every edge of the graph every level (blocks past E exit);
+//! - `sized`: two `SizedLaunch`es (one per frontier buffer) over 7 classes of E (8192 x 4^c
+//!   edges; the last class every edge, its grid 16384 blocks, several passes): the device
+//!   picks each level's grid.
+//!
+//! `over` and `sized` take the number of levels from the host BFS (no read in the loop).
+//! Per level: the time between consecutive levels' start events, p50 over `--repeats`; the
+//! level of the median frontier is the issue's yardstick. Writes a JSON record (`--out`).
+//!
+//! ```text
+//! cargo run --release --example bfs -- --scale 22 --out results/mine/bfs.json
+//! ```
+use anyhow::{ensure, Context, Result};
+use clap::Parser;
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use sized_readback::testing::{upload, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
+use sized_readback::{LaunchShape, RawCount, SizedLaunch};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// log2 of the vertex count.
+    #[arg(long, default_value_t = 22)]
+    scale: u32,
+    /// Timed BFS runs per way (after 2 warm-ups).
+    #[arg(long, default_value_t = 10)]
+    repeats: usize,
+    /// Where to write the JSON record.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+const BLOCK: u32 = 256;
+const TILE: u64 = 2048;
+const ONE_VERTEX: u64 = 1 << 32;
+const MAX_GRID: u64 = 16384;
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+struct Csr {
+    n: usize,
+    off: Vec<i64>,
+    adj: Vec<i32>,
+}
+
+fn rmat(scale: u32, edge_factor: u64, seed: u64) -> Csr {
+    let n = 1usize << scale;
+    let m = n as u64 * edge_factor;
+    const CHUNKS: u64 = 64;
+    let per = m.div_ceil(CHUNKS);
+    let mut edges: Vec<Vec<(u32, u32)>> = Vec::new();
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..CHUNKS)
+            .map(|c| {
+                sc.spawn(move || {
+                    let mut s = seed ^ splitmix(&mut (seed.wrapping_add(c)));
+                    let count = per.min(m.saturating_sub(c * per));
+                    let (a, b, cc) = (0.57, 0.19, 0.19);
+                    (0..count)
+                        .map(|_| {
+                            let (mut u, mut v) = (0u32, 0u32);
+                            for bit in 0..scale {
+                                let r =
+                                    (splitmix(&mut s) >> 11) as f64 * (1.0 / 9007199254740992.0);
+                                let ub = (r >= a + b) as u32;
+                                let vb = ((r >= a && r < a + b) || r >= a + b + cc) as u32;
+                                u |= ub << bit;
+                                v |= vb << bit;
+                            }
+                            (u, v)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        edges = handles
+            .into_iter()
+            .map(|h| h.join().expect("generator thread"))
+            .collect();
+    });
+    let mut s = seed;
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        perm.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
+    }
+    let mut off = vec![0i64; n + 1];
+    for &(u, v) in edges.iter().flatten() {
+        if u != v {
+            off[perm[u as usize] as usize + 1] += 1;
+            off[perm[v as usize] as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut adj = vec![0i32; off[n] as usize];
+    let mut at: Vec<i64> = off[..n].to_vec();
+    for &(u, v) in edges.iter().flatten() {
+        if u != v {
+            let (u, v) = (perm[u as usize] as usize, perm[v as usize] as usize);
+            adj[at[u] as usize] = v as i32;
+            at[u] += 1;
+            adj[at[v] as usize] = u as i32;
+            at[v] += 1;
+        }
+    }
+    Csr { n, off, adj }
+}
+
+fn host_bfs(g: &Csr, root: usize) -> Vec<i32> {
+    let mut level = vec![-1i32; g.n];
+    let mut q = Vec::with_capacity(g.n);
+    level[root] = 0;
+    q.push(root);
+    let mut h = 0;
+    while h < q.len() {
+        let u = q[h];
+        h += 1;
+        for e in g.off[u]..g.off[u + 1] {
+            let w = g.adj[e as usize] as usize;
+            if level[w] < 0 {
+                level[w] = level[u] + 1;
+                q.push(w);
+            }
+        }
+    }
+    level
+}
+
+/// `srbt_bfs` of csrc/testing/bfs.cu: off, adj, level, base[2], shift[2], count[2], depth.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Dev([u64; 10]);
+
+struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    expand: Kernel,
+    prepare: Kernel,
+    dev: Dev,
+    _buffers: Vec<DeviceBuffer>,
+    host_count: PinnedBuffer,
+}
+
+impl Gpu {
+    fn count(&self, p: usize) -> u64 {
+        self.dev.0[7 + p]
+    }
+    fn launch_expand(
+        &self,
+        stream: sys::CUstream,
+        p: i32,
+        grid: u64,
+    ) -> sized_readback::Result<()> {
+        let mut d = self.dev;
+        let mut p = p;
+        let mut args: [*mut c_void; 2] = [(&mut d as *mut Dev).cast(), (&mut p as *mut i32).cast()];
+        let shape = LaunchShape {
+            grid: grid.clamp(1, MAX_GRID * 4) as u32,
+            block: BLOCK,
+            programmatic: false,
+        };
+        // SAFETY: srbt_bfs_expand(srbt_bfs, int); every array of Dev is allocated for the
+        // graph; a live stream of the context.
+        unsafe { self.expand.launch(stream, shape, &mut args) }
+    }
+    fn prepare(&self, next: usize, l: i32) -> Result<()> {
+        let (mut c, mut d, mut l) = (self.count(next), self.dev.0[9], l);
+        let mut args: [*mut c_void; 3] = [
+            (&mut c as *mut u64).cast(),
+            (&mut d as *mut u64).cast(),
+            (&mut l as *mut i32).cast(),
+        ];
+        let shape = LaunchShape {
+            grid: 1,
+            block: 32,
+            programmatic: false,
+        };
+        // SAFETY: srbt_bfs_prepare(uint64_t*, int32_t*, int).
+        unsafe {
+            self.prepare
+                .launch(self.stream.cu_stream(), shape, &mut args)?
+        };
+        Ok(())
+    }
+    /// Level -1 everywhere, the root at 0, frontier 0 = {root}.
+    fn reset(&self, g: &Csr, root: usize) -> Result<()> {
+        let s = self.stream.cu_stream();
+        // SAFETY: n i32 levels at dev.0[2]; the stream is live; then synchronized.
+        unsafe { sys::cuMemsetD32Async(self.dev.0[2], u32::MAX, g.n, s).result()? };
+        self.stream.synchronize()?;
+        let deg = (g.off[root + 1] - g.off[root]) as u64;
+        // SAFETY: into the arrays allocated for them (one value each), after the memset above.
+        unsafe {
+            upload(
+                &self.ctx,
+                self.dev.0[2] + 4 * root as u64,
+                &0i32.to_le_bytes(),
+            )?;
+            upload(&self.ctx, self.count(0), &(ONE_VERTEX + deg).to_le_bytes())?;
+            upload(&self.ctx, self.dev.0[3], &0i64.to_le_bytes())?;
+            upload(&self.ctx, self.dev.0[5], &g.off[root].to_le_bytes())?;
+        }
+        Ok(())
+    }
+    fn read_edges(&self, p: usize) -> Result<u64> {
+        // SAFETY: 8 bytes from the count word into pinned memory; synchronized next.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                self.host_count.host_ptr().cast(),
+                self.count(p),
+                8,
+                self.stream.cu_stream(),
+            )
+            .result()?;
+        }
+        self.stream.synchronize()?;
+        // SAFETY: the copy completed.
+        Ok(unsafe { *(self.host_count.host_ptr() as *const u64) } & 0xffff_ffff)
+    }
+}
+
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let t0 = Instant::now();
+    let g = rmat(args.scale, 16, 0x5eed);
+    let m = g.off[g.n] as u64;
+    ensure!(
+        m < 1 << 32,
+        "{m} directed edges: the count word's edge half holds fewer than 2^32"
+    );
+    let root = (0..g.n)
+        .find(|&v| g.off[v + 1] > g.off[v])
+        .context("no vertex with edges")?;
+    let want = host_bfs(&g, root);
+    let depth_max = *want.iter().max().unwrap() as usize;
+    let levels = depth_max + 1;
+    let mut frontier = vec![0u64; levels];
+    for &l in want.iter().filter(|&&l| l >= 0) {
+        frontier[l as usize] += 1;
+    }
+    let mut sorted = frontier.clone();
+    sorted.sort_unstable();
+    let median_level = frontier
+        .iter()
+        .position(|&f| f == sorted[sorted.len() / 2])
+        .unwrap();
+    let built_s = t0.elapsed().as_secs_f64();
+    println!(
+        "R-MAT scale {}: {} vertices, {m} directed edges, root {root}, {levels} levels, built in {built_s:.1} s",
+        args.scale, g.n
+    );
+    println!("frontier per level: {frontier:?}; median frontier: level {median_level}");
+
+    let ctx = sized_readback::device::open(0)?;
+    let stream = ctx.new_stream()?;
+    let kernels = Kernels::load(&ctx)?;
+    let n = g.n;
+    let sizes = [
+        8 * (n + 1),
+        4 * m as usize,
+        4 * n,
+        8 * n,
+        8 * n,
+        8 * n,
+        8 * n,
+        8,
+        8,
+        4,
+    ];
+    let buffers: Vec<DeviceBuffer> = sizes
+        .iter()
+        .map(|&b| DeviceBuffer::new_zeroed(&ctx, b))
+        .collect::<sized_readback::Result<_>>()?;
+    let mut dev = Dev([0; 10]);
+    for (i, b) in buffers.iter().enumerate() {
+        dev.0[i] = b.ptr();
+    }
+    // SAFETY: the CSR into the buffers sized for it.
+    unsafe {
+        upload(
+            &ctx,
+            dev.0[0],
+            std::slice::from_raw_parts(g.off.as_ptr().cast(), 8 * (n + 1)),
+        )?;
+        upload(
+            &ctx,
+            dev.0[1],
+            std::slice::from_raw_parts(g.adj.as_ptr().cast(), 4 * m as usize),
+        )?;
+    }
+    let gpu = Gpu {
+        expand: kernels.function("srbt_bfs_expand")?,
+        prepare: kernels.function("srbt_bfs_prepare")?,
+        host_count: PinnedBuffer::new(&ctx, 64, false)?,
+        ctx: ctx.clone(),
+        stream,
+        dev,
+        _buffers: buffers,
+    };
+    // The sized expands: E is the count word's low half (its first 4 bytes), a u32.
+    let classes: Vec<u64> = (0..6)
+        .map(|c| 8192u64 << (2 * c))
+        .chain([m.max(8192 << 12)])
+        .collect();
+    let t1 = Instant::now();
+    let sized: Vec<SizedLaunch> = (0..2)
+        .map(|p| {
+            SizedLaunch::builder(RawCount::u32(gpu.count(p)), *classes.last().unwrap())
+                .classes(classes.iter().copied())
+                .build(&ctx, |c| {
+                    let grid = c.n_max().div_ceil(TILE).min(MAX_GRID);
+                    gpu.launch_expand(c.stream().cu_stream(), p as i32, grid)
+                })
+        })
+        .collect::<sized_readback::Result<_>>()?;
+    let sized_build_us = t1.elapsed().as_secs_f64() * 1e6;
+
+    let ways = ["sync", "over", "sized"];
+    let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut per_level: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); levels]; ways.len()];
+    let mut whole: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
+    let mut wrong = 0usize;
+    for rep in 0..args.repeats + 2 {
+        for (w, way) in ways.iter().enumerate() {
+            gpu.reset(&g, root)?;
+            let marks: Vec<CudaEvent> = (0..=levels)
+                .map(|_| ctx.new_event(timing))
+                .collect::<Result<_, _>>()?;
+            let mut p = 0usize;
+            for (l, mark) in marks.iter().enumerate().take(levels) {
+                mark.record(&gpu.stream)?;
+                gpu.prepare(1 - p, l as i32)?;
+                match *way {
+                    "sync" => {
+                        let e = gpu.read_edges(p)?;
+                        gpu.launch_expand(gpu.stream.cu_stream(), p as i32, e.div_ceil(TILE))?;
+                    }
+                    "over" => {
+                        gpu.launch_expand(gpu.stream.cu_stream(), p as i32, m.div_ceil(TILE))?
+                    }
+                    _ => drop(sized[p].enqueue(&gpu.stream)?),
+                }
+                p = 1 - p;
+            }
+            marks[levels].record(&gpu.stream)?;
+            gpu.stream.synchronize()?;
+            if rep >= 2 {
+                for l in 0..levels {
+                    per_level[w][l].push(marks[l].elapsed_ms(&marks[l + 1])? as f64 * 1e3);
+                }
+                whole[w].push(marks[0].elapsed_ms(&marks[levels])? as f64 * 1e3);
+            }
+            let mut got = vec![0i32; n];
+            // SAFETY: n i32 levels at dev.0[2] into `got`; the stream synchronized above.
+            unsafe { sys::cuMemcpyDtoH_v2(got.as_mut_ptr().cast(), gpu.dev.0[2], 4 * n).result()? };
+            let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            if bad > 0 {
+                eprintln!("{way}: {bad} vertices at the wrong level");
+            }
+            wrong += bad;
+        }
+    }
+    let p50 = |w: usize, l: usize| percentile(&per_level[w][l], 0.5);
+    for (w, way) in ways.iter().enumerate() {
+        let row: Vec<String> = (0..levels).map(|l| format!("{:.2}", p50(w, l))).collect();
+        println!(
+            "{way:6} per level p50 us: {}  whole BFS p50 {:.1} us",
+            row.join(" "),
+            percentile(&whole[w], 0.5)
+        );
+    }
+    let (sync, over, sz) = (
+        p50(0, median_level),
+        p50(1, median_level),
+        p50(2, median_level),
+    );
+    println!(
+        "median level {median_level}: sync {sync:.2} over {over:.2} sized {sz:.2} us; sized / sync {:.3}, sized / over {:.3}; wrong levels {wrong}",
+        sz / sync,
+        sz / over
+    );
+    let ways_json: Vec<String> = ways
+        .iter()
+        .enumerate()
+        .map(|(w, way)| {
+            let lv: Vec<String> = (0..levels)
+                .map(|l| format!(r#"{{"p50_us": {:.3}, "p99_us": {:.3}}}"#, p50(w, l), percentile(&per_level[w][l], 0.99)))
+                .collect();
+            format!(
+                r#"{{"way": "{way}", "whole_p50_us": {:.1}, "whole_p99_us": {:.1}, "per_level": [{}]}}"#,
+                percentile(&whole[w], 0.5),
+                percentile(&whole[w], 0.99),
+                lv.join(", ")
+            )
+        })
+        .collect();
+    let t = |name: &str, measured: f64, limit: f64, cmp: &str| {
+        let holds = if cmp == "<=" {
+            measured <= limit
+        } else {
+            measured >= limit
+        };
+        format!(
+            r#"{{"name": "{name}", "measured": {measured:.3}, "limit": {limit}, "comparison": "{cmp}", "holds": {holds}, "why": null}}"#
+        )
+    };
+    let record = format!(
+        r#"{{
+ "date": "{date}",
+ "commit": "{commit}",
+ "machine": "{machine}",
+ "command": "example-bfs --scale {scale} --repeats {repeats}",
+ "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges three ways (sync: count to the host and exact grid; over: every edge's grid; sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us); per level the time between consecutive level-start events, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
+ "ways": [{ways}],
+ "targets": [{t0}, {t1}, {t2}]
+}}
+"#,
+        date = std::env::var("SRB_DATE").unwrap_or_default(),
+        commit = std::env::var("SRB_COMMIT").unwrap_or_else(|_| "unknown".into()),
+        machine = std::env::var("SRB_MACHINE").unwrap_or_default(),
+        scale = args.scale,
+        repeats = args.repeats,
+        ways = ways_json.join(", "),
+        t0 = t(
+            "vertices at a level other than the host BFS's, over every run of every way",
+            wrong as f64,
+            0.0,
+            "<="
+        ),
+        t1 = t(
+            "time per level at the median frontier: sized / host sync + exact launch",
+            sz / sync,
+            0.8,
+            "<="
+        ),
+        t2 = t(
+            "time per level at the median frontier: sized / over-launch + early exit",
+            sz / over,
+            1.0,
+            "<="
+        ),
+    );
+    if let Some(p) = args.out {
+        std::fs::write(&p, record).with_context(|| p.display().to_string())?;
+    }
+    ensure!(wrong == 0, "{wrong} vertices at the wrong level");
+    Ok(())
+}
