@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the guide's C API reference (docs/guide/src/c-api.md) from the C header itself
 (capi/include/sized_readback.h, which cbindgen generates from the doc comments of capi/src/),
+fenced `c,ignore` (highlighted as C; not the `c` snippets the snippet test compiles whole),
 so the reference says what the header says, in the same words: the codes and flags, the types,
 then every function with its prototype and comment. --check fails when the page is stale (CI).
 
@@ -78,12 +79,12 @@ def render():
     out += ["", "## Types", ""]
     for kind, name, code, doc in found:
         if kind == "type":
-            out += [f"### `{name}`", "", "```c", code, "```", "", " ".join(doc), ""]
+            out += [f"### `{name}`", "", "```c,ignore", code, "```", "", " ".join(doc), ""]
     out += ["## Functions", ""]
     for kind, name, code, doc in found:
         if kind == "fn":
             prose, safety = split_safety(doc)
-            out += [f"### `{name}`", "", "```c", code, "```", "", prose, ""]
+            out += [f"### `{name}`", "", "```c,ignore", code, "```", "", prose, ""]
             if safety:
                 out += [f"**Safety.** {' '.join(safety.split())}", ""]
     return "\n".join(out).rstrip() + "\n"
