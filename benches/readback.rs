@@ -3,13 +3,18 @@
 //! the sweep of the comparison harness. One iteration: producer kernel, readback, host holds
 //! count and data.
 //!
+//! Group `sized_step` (issue 36): the step after the producer processes its n items, sized
+//! three ways: `sync` (the count read to the host, then the exact grid), `over` (the
+//! capacity's grid, extra blocks exiting) and `sized` (a `SizedLaunch` over the default
+//! classes); one iteration is producer + step + the host knowing it ran.
+//!
 //! `cargo bench --bench readback`. Without a GPU it prints why and exits successfully.
 use criterion::{BenchmarkId, Criterion, Throughput};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use sized_readback::testing::{DeviceBuffer, Kernel, Kernels, PinnedBuffer};
 use sized_readback::{
-    LaunchShape, RawCount, Readback, ReadbackConfig, StagedCopy, Transport, WaitMode,
+    LaunchShape, RawCount, Readback, ReadbackConfig, SizedLaunch, StagedCopy, Transport, WaitMode,
 };
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -32,6 +37,10 @@ struct Rig {
     d_count: DeviceBuffer,
     h_data: PinnedBuffer,
     done: CudaEvent,
+    /// The sized step's body kernel (srb_test_sized_body) and its buffers.
+    body: Kernel,
+    d_out: DeviceBuffer,
+    d_meta: DeviceBuffer,
 }
 
 impl Rig {
@@ -55,6 +64,62 @@ impl Rig {
     }
     fn s(&self) -> CUstream {
         self.stream.cu_stream()
+    }
+    /// The step: srb_test_sized_body over n_max threads on `stream`, bounded by the count.
+    fn step(&self, stream: CUstream, n_max: u64) -> sized_readback::Result<()> {
+        let (mut c, mut n, mut k, mut o, mut m) = (
+            self.d_count.ptr(),
+            n_max,
+            0u32,
+            self.d_out.ptr(),
+            self.d_meta.ptr(),
+        );
+        let mut args = [
+            (&mut c as *mut CUdeviceptr).cast::<c_void>(),
+            (&mut n as *mut u64).cast(),
+            (&mut k as *mut u32).cast(),
+            (&mut o as *mut CUdeviceptr).cast(),
+            (&mut m as *mut CUdeviceptr).cast(),
+        ];
+        let shape = LaunchShape {
+            grid: n_max.max(1).div_ceil(256) as u32,
+            block: 256,
+            programmatic: false,
+        };
+        // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*,
+        // uint64_t*); d_out holds M + 64 words, d_meta 4; a live stream of the context.
+        unsafe { self.body.launch(stream, shape, &mut args) }
+    }
+    /// Producer, then the step sized by `way`; returns once the host knows the step ran.
+    fn sized_step(&self, way: &str, launch: &SizedLaunch, n: usize) -> u64 {
+        self.produce(n);
+        match way {
+            "sync" => {
+                // SAFETY: 4 bytes of the count into pinned memory, then synchronized.
+                let read = unsafe {
+                    check(
+                        sys::cuMemcpyDtoHAsync_v2(
+                            self.h_data.host_ptr().cast(),
+                            self.d_count.ptr(),
+                            4,
+                            self.s(),
+                        ),
+                        "cuMemcpyDtoHAsync",
+                    );
+                    self.stream.synchronize().expect("synchronize");
+                    *(self.h_data.host_ptr() as *const i32) as u64
+                };
+                self.step(self.s(), read).expect("step");
+            }
+            "over" => self.step(self.s(), M as u64).expect("step"),
+            _ => {
+                let t = launch.enqueue(&self.stream).expect("sized enqueue");
+                return t.wait().expect("sized wait").count();
+            }
+        }
+        self.done.record(&self.stream).expect("cuEventRecord");
+        self.done.synchronize().expect("cuEventSynchronize");
+        n as u64
     }
     fn oracle(&self, n: usize) -> f64 {
         self.produce(n);
@@ -111,7 +176,13 @@ fn setup() -> Result<Rig, String> {
         .map_err(|e| e.to_string())? as u32;
     let stream = ctx.new_stream().map_err(|e| e.to_string())?;
     let done = ctx.new_event(None).map_err(|e| e.to_string())?;
+    let body = module
+        .function("srb_test_sized_body")
+        .map_err(|e| e.to_string())?;
     Ok(Rig {
+        body,
+        d_out: DeviceBuffer::new_zeroed(&ctx, (M + 64) * 8).map_err(|e| e.to_string())?,
+        d_meta: DeviceBuffer::new_zeroed(&ctx, 32).map_err(|e| e.to_string())?,
         d_data: DeviceBuffer::new_zeroed(&ctx, 16 * M * 8).map_err(|e| e.to_string())?,
         d_count: DeviceBuffer::new_zeroed(&ctx, 8).map_err(|e| e.to_string())?,
         h_data: PinnedBuffer::new(&ctx, 16 * M * 8, false).map_err(|e| e.to_string())?,
@@ -199,6 +270,25 @@ fn main() {
             }
         }
         g.finish();
+    }
+    // The sized step, where the driver has SWITCH conditionals set from a kernel (CUDA 12.8+).
+    let built = SizedLaunch::builder(RawCount::i32(rig.d_count.ptr()), M as u64)
+        .build(&rig.ctx, |class| {
+            rig.step(class.stream().cu_stream(), class.n_max())
+        });
+    match built {
+        Ok(launch) => {
+            let mut g = c.benchmark_group("sized_step_cap_1M");
+            for n in [1usize, 4096, 65536, M] {
+                for way in ["sync", "over", "sized"] {
+                    g.bench_with_input(BenchmarkId::new(way, n), &n, |b, &n| {
+                        b.iter(|| rig.sized_step(way, &launch, n))
+                    });
+                }
+            }
+            g.finish();
+        }
+        Err(e) => eprintln!("readback bench: sized_step skipped: {e}"),
     }
     c.final_summary();
 }
