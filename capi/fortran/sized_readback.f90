@@ -114,7 +114,9 @@ module sized_readback
   !> The pack kernel did not know the count kind (kernel images older than the library's count
   !> kinds): it read no count and copied nothing.
   integer(c_int), parameter, public :: SRB_ERR_UNKNOWN_COUNT_KIND = -27
+  !> A sized launch cannot be built: it needs a CUDA 12.8 driver, or the driver refused its graph.
   integer(c_int), parameter, public :: SRB_ERR_SIZED_LAUNCH_UNAVAILABLE = -28
+  !> A sized launch's body callback returned non-zero for a class, or its work could not be captured.
   integer(c_int), parameter, public :: SRB_ERR_BODY_RECORDING = -29
   !> A Rust panic was caught at the boundary (a bug; please report it).
   integer(c_int), parameter, public :: SRB_ERR_PANIC = -100
@@ -519,9 +521,10 @@ module sized_readback
       integer(c_int32_t) :: code
     end function srb_sized_launch_enqueue
 
-    !> Waits for launch `seq` (at most `timeout_ns`, < 0: no limit): the count it read in
-    !> `count_out`, the class that ran (0-based) in `class_out`; SRB_ERR_COUNT_EXCEEDS_CAPACITY
-    !> (the true count in `count_out`) or SRB_ERR_NEGATIVE_COUNT when no body ran.
+    !> Waits for launch `seq`, its body included (at most `timeout_ns`, < 0: no limit): the count
+    !> it read in `count_out`, the class that ran (0-based) in `class_out` (the number of classes
+    !> when none ran); SRB_ERR_COUNT_EXCEEDS_CAPACITY (the true count in `count_out`) or
+    !> SRB_ERR_NEGATIVE_COUNT when no body ran; SRB_ERR_OVERRUN after 256 later launches.
     function srb_sized_launch_wait(l, seq, timeout_ns, count_out, class_out) result(code) &
         bind(c, name="srb_sized_launch_wait")
       import :: c_ptr, c_int32_t, c_int64_t

@@ -574,11 +574,14 @@ int32_t srb_sized_launch_enqueue(const struct srb_sized_launch *l,
                                  struct CUstream_st *stream,
                                  uint64_t *seq_out);
 
-// Waits for launch `seq`, at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
-// count it read in `*count_out` and the class that ran in `*class_out` (either may be null).
+// Waits for launch `seq` (its body included), at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
+// count it read in `*count_out` and the class that ran in `*class_out` (either may be null;
+// when no body ran, `*class_out` is the number of classes, and `*count_out` is written only
+// for the count's own errors).
 // Returns `SRB_OK`, `SRB_TIMEOUT` (wait again), or the error that ran no body:
 // `SRB_ERR_COUNT_EXCEEDS_CAPACITY` (the true count in `*count_out`), `SRB_ERR_NEGATIVE_COUNT`
-// (its bits), `SRB_ERR_OVERRUN` (256 later launches reused its status), `SRB_ERR_CUDA`;
+// (its bits), `SRB_ERR_OVERRUN` (256 or more later launches were enqueued before this wait,
+// reusing its status), `SRB_ERR_CUDA`;
 // `SRB_ERR_INVALID_ARGUMENT` for a null handle or a `seq` not pending (waited already).
 //
 // # Safety

@@ -18,7 +18,25 @@ const KEPT: usize = 256;
 /// `srb_sized_launch_destroy`.
 pub struct srb_sized_launch {
     launch: SizedLaunch,
-    tickets: Mutex<VecDeque<SizedTicket>>,
+    /// The pending tickets, oldest first, and the newest number handed out.
+    tickets: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    pending: VecDeque<SizedTicket>,
+    newest: u64,
+}
+
+impl Kept {
+    /// Keeps `t`, letting go of the oldest beyond [`KEPT`].
+    fn keep(&mut self, t: SizedTicket) {
+        self.newest = self.newest.max(t.seq());
+        self.pending.push_back(t);
+        while self.pending.len() > KEPT {
+            self.pending.pop_front();
+        }
+    }
 }
 
 /// The body callback of a sized launch: called once per size class at creation, smallest
@@ -137,15 +155,20 @@ pub unsafe extern "C" fn srb_sized_launch_enqueue(
         // SAFETY: per the contract.
         let h = unsafe { handle(l)? };
         // SAFETY: per the contract.
-        let t = unsafe { h.launch.enqueue_raw(stream_of(stream)) }?;
-        let seq = t.seq().unwrap_or(0);
-        if t.seq().is_some() {
-            let mut kept = h.tickets.lock().unwrap_or_else(|e| e.into_inner());
-            if kept.len() == KEPT {
-                kept.pop_front();
+        let seq = match unsafe { h.launch.enqueue_raw(stream_of(stream)) } {
+            Ok(t) => {
+                let seq = t.seq();
+                h.tickets.lock().unwrap_or_else(|e| e.into_inner()).keep(t);
+                seq
             }
-            kept.push_back(t);
-        }
+            Err(srb::Error::StreamCapturing) => {
+                // SAFETY: a capturing stream; the caller keeps the handle alive while the
+                // graph is launched (srb_sized_launch_destroy's contract).
+                unsafe { h.launch.record(stream_of(stream)) }?;
+                0
+            }
+            Err(e) => return Err(e.into()),
+        };
         if !seq_out.is_null() {
             // SAFETY: per the contract.
             unsafe { *seq_out = seq };
@@ -154,11 +177,14 @@ pub unsafe extern "C" fn srb_sized_launch_enqueue(
     })
 }
 
-/// Waits for launch `seq`, at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
-/// count it read in `*count_out` and the class that ran in `*class_out` (either may be null).
+/// Waits for launch `seq` (its body included), at most `timeout_ns` nanoseconds (< 0: no limit), and stores the
+/// count it read in `*count_out` and the class that ran in `*class_out` (either may be null;
+/// when no body ran, `*class_out` is the number of classes, and `*count_out` is written only
+/// for the count's own errors).
 /// Returns `SRB_OK`, `SRB_TIMEOUT` (wait again), or the error that ran no body:
 /// `SRB_ERR_COUNT_EXCEEDS_CAPACITY` (the true count in `*count_out`), `SRB_ERR_NEGATIVE_COUNT`
-/// (its bits), `SRB_ERR_OVERRUN` (256 later launches reused its status), `SRB_ERR_CUDA`;
+/// (its bits), `SRB_ERR_OVERRUN` (256 or more later launches were enqueued before this wait,
+/// reusing its status), `SRB_ERR_CUDA`;
 /// `SRB_ERR_INVALID_ARGUMENT` for a null handle or a `seq` not pending (waited already).
 ///
 /// # Safety
@@ -176,25 +202,36 @@ pub unsafe extern "C" fn srb_sized_launch_wait(
         let h = unsafe { handle(l)? };
         let ticket = {
             let mut kept = h.tickets.lock().unwrap_or_else(|e| e.into_inner());
-            let i = kept
-                .iter()
-                .position(|t| t.seq() == Some(seq))
-                .ok_or_else(|| invalid(format!("sized launch {seq} is not pending")))?;
-            kept.remove(i).expect("found")
+            match kept.pending.iter().position(|t| t.seq() == seq) {
+                Some(i) => kept.pending.remove(i).expect("found"),
+                // Let go of once KEPT later launches were enqueued: its status is gone.
+                None if seq > 0 && seq + KEPT as u64 <= kept.newest => {
+                    return Err(srb::Error::Overrun { seq }.into());
+                }
+                None => return Err(invalid(format!("sized launch {seq} is not pending"))),
+            }
         };
         let result = match timeout(timeout_ns) {
             Some(d) => ticket.wait_timeout(d),
             None => ticket.wait(),
         };
         if matches!(result, Err(srb::Error::Timeout { .. })) {
-            // Still pending: waited again later.
-            h.tickets
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push_front(ticket);
+            // Still pending: waited again later (as the oldest, then trimmed like any).
+            let mut kept = h.tickets.lock().unwrap_or_else(|e| e.into_inner());
+            kept.pending.push_front(ticket);
+            while kept.pending.len() > KEPT {
+                kept.pending.pop_front();
+            }
         }
         // SAFETY: per the contract.
-        unsafe { answer(result, count_out, class_out) }
+        unsafe {
+            answer(
+                result,
+                h.launch.classes().len() as u32,
+                count_out,
+                class_out,
+            )
+        }
     })
 }
 
@@ -213,12 +250,13 @@ pub unsafe extern "C" fn srb_sized_launch_recorded(
     guard(|| {
         // SAFETY: per the contract.
         let h = unsafe { handle(l)? };
+        let no_body = h.launch.classes().len() as u32;
         match h.launch.recorded_outcome() {
             Ok(None) => Ok(SRB_NOT_READY),
             // SAFETY: per the contract.
-            Ok(Some(o)) => unsafe { answer(Ok(o), count_out, class_out) },
+            Ok(Some(o)) => unsafe { answer(Ok(o), no_body, count_out, class_out) },
             // SAFETY: per the contract.
-            Err(e) => unsafe { answer(Err(e), count_out, class_out) },
+            Err(e) => unsafe { answer(Err(e), no_body, count_out, class_out) },
         }
     })
 }
@@ -280,6 +318,7 @@ unsafe fn handle<'a>(l: *const srb_sized_launch) -> Result<&'a srb_sized_launch,
 /// `count_out` and `class_out` are null or writable.
 unsafe fn answer(
     result: srb::Result<LaunchOutcome>,
+    no_body: u32,
     count_out: *mut u64,
     class_out: *mut u32,
 ) -> Result<i32, Failure> {
@@ -291,9 +330,9 @@ unsafe fn answer(
         // SAFETY: per the contract.
         unsafe { *count_out = n };
     }
-    if let (Ok(o), false) = (&result, class_out.is_null()) {
+    if !class_out.is_null() {
         // SAFETY: per the contract.
-        unsafe { *class_out = o.class() as u32 };
+        unsafe { *class_out = result.as_ref().map_or(no_body, |o| o.class() as u32) };
     }
     result.map(|_| SRB_OK).map_err(Failure::from)
 }

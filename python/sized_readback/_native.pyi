@@ -399,7 +399,9 @@ class SizedLaunch:
     call of that size). ``enqueue()`` then runs the body of the count's class, chosen on the
     device. Needs a CUDA 12.8 driver (``SizedLaunchUnavailableError`` otherwise); a body that
     raises, or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
-    Keep the arrays the bodies read and write alive while the sized launch is launched.
+    Keep the arrays the bodies read and write alive while the sized launch is launched, and
+    write each step's count into the same array (``torch.sum(..., out=n)``, ``n.copy_(...)``):
+    the sized launch reads the address it was built with.
 
     Example (CuPy)::
 
@@ -425,10 +427,13 @@ class SizedLaunch:
     @property
     def capacity(self) -> int:
         """The largest count a body runs for."""
-    def enqueue(self, stream: StreamLike = None) -> SizedTicket:
+    def enqueue(self, stream: StreamLike = None) -> Optional[SizedTicket]:
         """Launches it on ``stream`` (default: the current stream of the framework that owns
         the count) after the work already there; returns a ``SizedTicket`` at once. On a
-        capturing stream it is recorded into the graph instead (see ``recorded_outcome``)."""
+        capturing stream (``torch.cuda.graph``) it is recorded into the graph instead and None
+        is returned (see ``recorded_outcome``); once recorded, a dropped sized launch is kept
+        to the process's end, since the graph may still be replayed. Launches of one sized
+        launch run one at a time, whatever their streams."""
     def recorded_outcome(self) -> Optional[LaunchOutcome]:
         """After a replay of a graph it was recorded into has completed: the newest replay's
         outcome, or None before any; raises the count's error if that replay ran no body."""
@@ -437,9 +442,10 @@ class SizedTicket:
     """One enqueued sized launch."""
 
     @property
-    def seq(self) -> Optional[int]:
-        """The launch's number (1, 2, ...), or None for a recording into a capture."""
+    def seq(self) -> int:
+        """The launch's number (1, 2, ...)."""
     def wait(self, timeout: Optional[float] = None) -> LaunchOutcome:
-        """Blocks (without the GIL) until the launch has run: its outcome; raises
+        """Blocks (without the GIL) until the launch has run, its body included: its outcome;
+        raises ``OverrunError`` if 256 or more later launches reused its status first; raises
         ``CountExceedsCapacityError`` (the true count) or ``NegativeCountError`` if no body
         ran, ``ReadbackTimeoutError`` after ``timeout`` seconds."""

@@ -9,9 +9,11 @@ use crate::inputs::count_kind;
 use crate::keep::Keep;
 use crate::stream::resolve;
 use crate::wait_clock::WaitClock;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use srb::RawCount;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One size class, as the body callable sees it while it records.
 #[pyclass(module = "sized_readback", frozen)]
@@ -84,7 +86,10 @@ fn outcome(o: srb::LaunchOutcome) -> LaunchOutcome {
 /// Keep the arrays the bodies read and write alive as long as the sized launch is launched.
 #[pyclass(module = "sized_readback", frozen)]
 pub(crate) struct SizedLaunch {
-    launch: srb::SizedLaunch,
+    /// `None` only in its drop.
+    launch: Option<srb::SizedLaunch>,
+    /// Recorded into a captured graph: kept to the process's end when dropped (`retired.rs`).
+    recorded: AtomicBool,
     /// The count array (and what its protocol needed kept).
     keep: Keep,
     /// Its owner's object, to resolve the default stream as the readbacks do.
@@ -104,11 +109,21 @@ impl SizedLaunch {
         classes: Option<Vec<u64>>,
         device: i32,
     ) -> PyResult<Self> {
+        if device < 0 {
+            return Err(PyValueError::new_err(format!(
+                "device must be a device ordinal (0, 1, ...), not {device}"
+            )));
+        }
+        if !body.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "body must be a callable taking a SizeClass",
+            ));
+        }
         let mut keep = Keep::default();
         let a = acquire(py, count, 0, device, "the count", &mut keep)?;
         let kind = count_kind(&a)?;
         if a.numel() != Some(1) {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            return Err(PyValueError::new_err(format!(
                 "the count must hold one element, not {:?}",
                 a.shape
             )));
@@ -121,7 +136,7 @@ impl SizedLaunch {
         builder.plan().py_err(py)?;
         srb::device::count().py_err(py)?;
         let _restore = CtxGuard::save();
-        let ctx = srb::device::open(device.max(0) as usize).py_err(py)?;
+        let ctx = srb::device::open(device as usize).py_err(py)?;
         bind(py, &ctx)?;
         let raised: RefCell<Option<PyErr>> = RefCell::new(None);
         let built = builder.build(&ctx, |c| {
@@ -149,7 +164,8 @@ impl SizedLaunch {
             err
         })?;
         Ok(SizedLaunch {
-            launch,
+            launch: Some(launch),
+            recorded: AtomicBool::new(false),
             keep,
             count: count.clone().unbind(),
             device,
@@ -159,48 +175,84 @@ impl SizedLaunch {
     /// The classes' ``n_max``, ascending; the last one is the capacity.
     #[getter]
     fn classes(&self) -> Vec<u64> {
-        self.launch.classes().to_vec()
+        self.launch().classes().to_vec()
     }
 
     /// The largest count a body runs for.
     #[getter]
     fn capacity(&self) -> u64 {
-        self.launch.capacity()
+        self.launch().capacity()
     }
 
     /// Launches it on ``stream`` (default: the current stream of the framework that owns the
     /// count) after the work already there: the device reads the count and runs its class's
     /// body. Returns a ``SizedTicket`` at once. On a capturing stream (``torch.cuda.graph``)
-    /// the sized launch is recorded into the graph: each replay runs its own count's class,
-    /// and ``recorded_outcome()`` tells the newest replay's after it completed.
+    /// the sized launch is recorded into the graph instead and None is returned: each replay
+    /// runs its own count's class, ``recorded_outcome()`` tells the newest replay's after it
+    /// completed, and the sized launch, once recorded, is kept to the process's end if
+    /// dropped (the graph may still be replayed).
     #[pyo3(signature = (stream=None))]
-    fn enqueue(&self, py: Python<'_>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<SizedTicket> {
+    fn enqueue(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<SizedTicket>> {
         let count = self.count.bind(py);
         let s = resolve(py, stream, Some(count), self.device, None)?;
+        let handle = s.handle as srb::cudarc::driver::sys::CUstream;
         let _restore = CtxGuard::save();
         // SAFETY: the stream handle is the caller's or its framework's current stream.
-        let t = unsafe {
-            self.launch
-                .enqueue_raw(s.handle as srb::cudarc::driver::sys::CUstream)
+        match unsafe { self.launch().enqueue_raw(handle) } {
+            Ok(t) => Ok(Some(SizedTicket { ticket: t })),
+            Err(srb::Error::StreamCapturing) => {
+                self.recorded.store(true, Ordering::Relaxed);
+                // SAFETY: a capturing stream; once recorded, this sized launch and what it
+                // keeps are retired, not freed, when dropped (Drop below), so every replay
+                // finds them.
+                unsafe { self.launch().record(handle) }.py_err(py)?;
+                Ok(None)
+            }
+            Err(e) => Err(to_py(py, e)),
         }
-        .py_err(py)?;
-        Ok(SizedTicket { ticket: t })
     }
 
     /// After a replay of a graph it was recorded into has completed: the newest replay's
     /// ``LaunchOutcome``, or None before any. Raises the count's error (a count past the
     /// capacity, a negative one) if that replay ran no body.
     fn recorded_outcome(&self, py: Python<'_>) -> PyResult<Option<LaunchOutcome>> {
-        Ok(self.launch.recorded_outcome().py_err(py)?.map(outcome))
+        Ok(self.launch().recorded_outcome().py_err(py)?.map(outcome))
     }
 
     fn __repr__(&self) -> String {
         let _ = &self.keep;
         format!(
             "SizedLaunch(capacity={}, classes={:?})",
-            self.launch.capacity(),
-            self.launch.classes()
+            self.launch().capacity(),
+            self.launch().classes()
         )
+    }
+}
+
+impl SizedLaunch {
+    fn launch(&self) -> &srb::SizedLaunch {
+        self.launch
+            .as_ref()
+            .expect("a sized launch holds its core until dropped")
+    }
+}
+
+impl Drop for SizedLaunch {
+    fn drop(&mut self) {
+        let Some(launch) = self.launch.take() else {
+            return;
+        };
+        if self.recorded.load(Ordering::Relaxed) {
+            let keep = std::mem::take(&mut self.keep).into_vec();
+            crate::retired::retire_launch(launch, keep);
+        } else {
+            let _restore = CtxGuard::save();
+            drop(launch);
+        }
     }
 }
 
@@ -212,7 +264,8 @@ pub(crate) struct SizedTicket {
 
 #[pymethods]
 impl SizedTicket {
-    /// Blocks (without the GIL) until the launch has run: its ``LaunchOutcome``; raises the
+    /// Blocks (without the GIL) until the launch has run, its body included: its
+    /// ``LaunchOutcome``; raises the
     /// count's error if no body ran (``CountExceedsCapacityError`` with the true count,
     /// ``NegativeCountError``), ``ReadbackTimeoutError`` after ``timeout`` seconds.
     #[pyo3(signature = (timeout=None))]
@@ -229,9 +282,9 @@ impl SizedTicket {
         }
     }
 
-    /// The launch's number (1, 2, ...), or None for a recording into a capture.
+    /// The launch's number (1, 2, ...).
     #[getter]
-    fn seq(&self) -> Option<u64> {
+    fn seq(&self) -> u64 {
         self.ticket.seq()
     }
 }

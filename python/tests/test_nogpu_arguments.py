@@ -419,3 +419,9 @@ def test_sized_launch_bad_classes_are_config_errors():
         srb.SizedLaunch(CAI((2,), "<i4"), 64, lambda c: None)
     with pytest.raises((TypeError, ValueError)):
         srb.SizedLaunch(CAI((1,), "<f4"), 64, lambda c: None)
+    with pytest.raises(ValueError, match="device"):
+        srb.SizedLaunch(count, 64, lambda c: None, device=-1)
+    with pytest.raises(TypeError, match="callable"):
+        srb.SizedLaunch(count, 64, 42)
+    with pytest.raises(srb.BadPointerError):
+        srb.SizedLaunch(CAI((1,), "<i4", ptr=0x7F00_0000_0002), 64, lambda c: None)

@@ -11,7 +11,7 @@ mod params;
 mod plan;
 
 use crate::element::CountKind;
-use crate::engine::backoff::{Backoff, Deadline, Pause, QUERY_PERIOD};
+use crate::engine::backoff::{Backoff, Deadline, Pause};
 use crate::error::{Error, Result};
 use crate::launch::LaunchShape;
 use crate::raw::abi;
@@ -86,10 +86,18 @@ impl SizedLaunchBuilder {
         self.plan = ClassPlan::Given(n_max.into_iter().collect());
         self
     }
-    /// The classes' `n_max` this builder would build, checked: [`Error::InvalidConfig`] for a
-    /// capacity of 0, no class, classes not ascending, a last class other than the capacity,
-    /// or more than 32. Needs no GPU.
+    /// The classes' `n_max` this builder would build, checked: [`Error::BadPointer`] for a null
+    /// or misaligned count; [`Error::InvalidConfig`] for a capacity of 0, no class, classes
+    /// not ascending, a last class other than the capacity, or more than 32. Needs no GPU.
     pub fn plan(&self) -> Result<Vec<u64>> {
+        let count = self.count;
+        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: count.ptr(),
+                align: count.kind().size(),
+            });
+        }
         plan::bounds(&self.plan, self.capacity)
     }
 
@@ -107,13 +115,6 @@ impl SizedLaunchBuilder {
     ) -> Result<SizedLaunch> {
         let classes = self.plan()?;
         let count = self.count;
-        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
-            return Err(Error::BadPointer {
-                what: "the count",
-                addr: count.ptr(),
-                align: count.kind().size(),
-            });
-        }
         driver::ensure_driver()?;
         let version = switch_graph::driver_version()?;
         if version < switch_graph::SIZED_COPY_DRIVER {
@@ -170,7 +171,13 @@ impl SizedLaunchBuilder {
                 (&mut params as *mut SizeSwitchParams).cast::<c_void>(),
                 k,
                 k,
-                |i, body| add_body(body, &bodies[i]),
+                |i, body| {
+                    add_body(body, &bodies[i]).map_err(|e| Error::BodyRecording {
+                        class: i,
+                        n_max: classes[i],
+                        reason: format!("the driver refused the captured body: {e}"),
+                    })
+                },
                 capture.cu_stream(),
             )
         }
@@ -218,14 +225,12 @@ fn capture_body<E: Display>(
     let s = class.stream.cu_stream();
     let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     // SAFETY: a live stream of the bound context, not capturing; the capture ends below on
-    // this thread whatever the closure does.
+    // this thread, or in the guard's drop if the closure panics.
     let status = unsafe { sys::cuStreamBeginCapture_v2(s, mode) };
     driver::check(status, "cuStreamBeginCapture")?;
+    let mut capturing = Capturing(Some(s));
     let recorded = record(class).map_err(|e| body_error(e.to_string()));
-    let mut out: CUgraph = std::ptr::null_mut();
-    // SAFETY: the capture begun above, on this thread; out is an out-pointer.
-    let ended = unsafe { sys::cuStreamEndCapture(s, &mut out) };
-    let body = GraphGuard(out);
+    let (ended, body) = capturing.end();
     recorded?;
     driver::check(ended, "cuStreamEndCapture").map_err(|e| body_error(e.to_string()))?;
     let mut nodes = 0usize;
@@ -233,6 +238,29 @@ fn capture_body<E: Display>(
     let status = unsafe { sys::cuGraphGetNodes(body.0, std::ptr::null_mut(), &mut nodes) };
     driver::check(status, "cuGraphGetNodes")?;
     Ok((nodes > 0).then_some(body))
+}
+
+/// A stream capturing a body's graph: ended (and what it captured destroyed) on drop, so that
+/// a closure that panics leaves no stream capturing.
+struct Capturing(Option<sys::CUstream>);
+
+impl Capturing {
+    /// Ends the capture: the driver's status, and what was captured (null on a failure).
+    fn end(&mut self) -> (sys::CUresult, GraphGuard) {
+        let s = self.0.take().expect("ended once");
+        let mut out: CUgraph = std::ptr::null_mut();
+        // SAFETY: the capture begun on this thread on s; out is an out-pointer.
+        let status = unsafe { sys::cuStreamEndCapture(s, &mut out) };
+        (status, GraphGuard(out))
+    }
+}
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            drop(self.end());
+        }
+    }
 }
 
 /// Fills a SWITCH body with a clone of `captured` (nothing for an empty body).
@@ -322,14 +350,13 @@ impl SizedLaunch {
     /// Launches it on `stream`, after the work already there (the count's producer): the
     /// device reads the count and runs its class's body. Returns at once; the ticket tells,
     /// when waited, which count and class ran, or that none ran (a count past the capacity,
-    /// negative, or of an unknown kind: as a readback reports it).
+    /// negative, or of an unknown kind: as a readback reports it). A capturing `stream` is
+    /// [`Error::StreamCapturing`]: record into a capture with [`SizedLaunch::record`].
     ///
-    /// A capturing `stream` gets the sized launch recorded into its graph instead (each
-    /// replay runs the class of that replay's count); the ticket of a recording has no
-    /// outcome of its own: after a replay, [`SizedLaunch::recorded_outcome`] gives it. Keep
-    /// the sized launch alive while a graph it was recorded into is launched.
+    /// Launches of one sized launch run one at a time (one graph), whatever their streams.
     pub fn enqueue(&self, stream: &CudaStream) -> Result<SizedTicket> {
-        Launch::enqueue(&self.0, stream.cu_stream())
+        // SAFETY: a live stream of the caller's.
+        unsafe { self.enqueue_raw(stream.cu_stream()) }
     }
 
     /// As [`Self::enqueue`], on a raw stream handle (the C API's and Python's way in).
@@ -338,6 +365,31 @@ impl SizedLaunch {
     /// `stream` is a live stream (or the legacy or per-thread default stream's handle).
     pub unsafe fn enqueue_raw(&self, stream: sys::CUstream) -> Result<SizedTicket> {
         Launch::enqueue(&self.0, stream)
+    }
+
+    /// Records it into the graph `stream` is capturing, after the work captured there: each
+    /// replay of that graph reads the count and runs its class's body, and
+    /// [`SizedLaunch::recorded_outcome`] tells the newest replay's outcome once it completed.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context, capturing; this sized launch (its status
+    /// memory and class setter) outlives every launch of every graph it is recorded into, as
+    /// does what its bodies read and write.
+    pub unsafe fn record(&self, stream: sys::CUstream) -> Result<()> {
+        driver::bind(&self.0.ctx)?;
+        // SAFETY: per the contract.
+        if !unsafe { driver::stream_is_capturing(stream)? } {
+            return Err(Error::config(
+                "record() takes a capturing stream: enqueue() launches on a stream",
+            ));
+        }
+        // SAFETY: per the contract.
+        unsafe { self.0.record_into_capture(stream) }
+    }
+
+    /// The context it was built in.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.0.ctx
     }
 
     /// After a replay of a graph this was recorded into has completed (the caller
@@ -362,13 +414,7 @@ impl Launch {
         }
         // SAFETY: as above.
         if unsafe { driver::stream_is_capturing(s)? } {
-            // SAFETY: as above.
-            unsafe { this.record_into_capture(s)? };
-            return Ok(SizedTicket {
-                launch: this.clone(),
-                seq: None,
-                event: None,
-            });
+            return Err(Error::StreamCapturing);
         }
         let mut p = this.params.lock().unwrap_or_else(|e| e.into_inner());
         let seq = this.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -386,8 +432,8 @@ impl Launch {
         unsafe { event.record(s)? };
         Ok(SizedTicket {
             launch: this.clone(),
-            seq: Some(seq),
-            event: Some(event),
+            seq,
+            event,
         })
     }
 
@@ -455,7 +501,9 @@ impl Launch {
     /// # Safety
     /// `stream` is a live stream of this context, capturing.
     unsafe fn record_into_capture(&self, stream: sys::CUstream) -> Result<()> {
-        let mut p = *self.params.lock().unwrap_or_else(|e| e.into_inner());
+        // Held to the end: two threads recording at once would clone the bodies together.
+        let held = self.params.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = *held;
         p.status_ptr = self.entry_device(RING);
         p.seq = u64::MAX;
         let k = self.classes.len() as u32;
@@ -512,15 +560,13 @@ impl LaunchOutcome {
 #[derive(Debug)]
 pub struct SizedTicket {
     launch: Arc<Launch>,
-    /// `None` for a recording into a capture.
-    seq: Option<u64>,
-    event: Option<Event>,
+    seq: u64,
+    event: Event,
 }
 
 impl SizedTicket {
-    /// The launch's sequence number (1, 2, ... per sized launch); `None` for a recording into
-    /// a capture.
-    pub fn seq(&self) -> Option<u64> {
+    /// The launch's sequence number (1, 2, ... per sized launch).
+    pub fn seq(&self) -> u64 {
         self.seq
     }
 
@@ -537,15 +583,11 @@ impl SizedTicket {
     }
 
     fn wait_until(&self, deadline: Option<Deadline>) -> Result<LaunchOutcome> {
-        let (Some(seq), Some(event)) = (self.seq, self.event.as_ref()) else {
-            return Err(Error::StreamCapturing);
-        };
+        let (seq, event) = (self.seq, &self.event);
         let l = &*self.launch;
         let slot = seq % RING;
-        let written = || {
-            let e = l.entry(slot);
-            Ok((e.seq >= seq && e.seq != u64::MAX).then_some(e))
-        };
+        // Complete means the body too: the event follows the whole graph, while the setter
+        // writes its entry before the SWITCH runs the body.
         let completed = || {
             if event.query()? {
                 fence(Ordering::Acquire);
@@ -553,12 +595,19 @@ impl SizedTicket {
             }
             Ok(None)
         };
-        let backoff = Backoff {
-            spins: 256,
-            period: QUERY_PERIOD,
-            pause: Pause::Yield,
+        let e = match deadline {
+            None => {
+                event.synchronize()?;
+                fence(Ordering::Acquire);
+                l.entry(slot)
+            }
+            Some(_) => Backoff {
+                spins: 0,
+                period: Duration::ZERO,
+                pause: Pause::Yield,
+            }
+            .run(deadline, || Ok(None), completed)?,
         };
-        let e = backoff.run(deadline, written, completed)?;
         if e.seq != seq {
             return Err(Error::Overrun { seq });
         }

@@ -280,13 +280,15 @@ fn a_recording_in_a_capture_runs_each_replays_class() -> Result<()> {
             sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
         .result()?;
-        let recorded = launch.enqueue(&b.stream);
+        let refused = launch.enqueue(&b.stream);
+        // The sized launch outlives the graph: destroyed below, before `launch` drops.
+        let recorded = launch.record(s);
         sys::cuStreamEndCapture(s, &mut graph).result()?;
-        let t = recorded?;
         ensure!(
-            matches!(t.wait(), Err(Error::StreamCapturing)),
-            "a recording's ticket waited"
+            matches!(refused, Err(Error::StreamCapturing)),
+            "enqueue on a capturing stream: {refused:?}"
         );
+        recorded?;
         sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0).result()?;
     }
     let result = (|| -> Result<()> {

@@ -152,6 +152,38 @@ pub(crate) fn capi_sized_launch_arguments() -> Result<()> {
             code == capi::SRB_ERR_INVALID_ARGUMENT,
             "null classes: {code}"
         );
+        let code = capi::srb_sized_launch_create(
+            0,
+            0,
+            capi::SRB_COUNT_I32,
+            64,
+            std::ptr::null(),
+            0,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_BAD_POINTER,
+            "a null count: {code} {}",
+            last_error()
+        );
+        let code = capi::srb_sized_launch_create(
+            0,
+            0x1002,
+            capi::SRB_COUNT_I32,
+            64,
+            std::ptr::null(),
+            0,
+            Some(refuse_second),
+            std::ptr::null_mut(),
+            &mut out,
+        );
+        ensure!(
+            code == capi::SRB_ERR_BAD_POINTER,
+            "a misaligned count: {code} {}",
+            last_error()
+        );
         ensure!(out.is_null(), "a failed create stored a handle");
         ensure!(capi::srb_sized_launch_classes(std::ptr::null(), std::ptr::null_mut(), 0) == 0);
         capi::srb_sized_launch_destroy(std::ptr::null_mut());
