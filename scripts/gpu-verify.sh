@@ -26,6 +26,10 @@
 #              benchmark (python/bench/bench.py); their JSON in verify.tgz, under python/
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
 #              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
+#   sized      the sized launch measured: the seed's loop with its next kernel sized
+#              (example-sized_loop, capacities 1M and 16K) and three consecutive runs of the BFS
+#              on SizedLaunch (example-bfs, scale 22); their JSON records in verify.tgz, under
+#              sized/
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
 # plot). Exits non-zero if anything failed.
 set -u
@@ -117,6 +121,16 @@ for ph in "${phases[@]}"; do
       step py-profile env PYTHONPATH="$pyt" python3 python/bench/profile_binding.py --out "$work/python/profile.json"
       step py-bench env PYTHONPATH="$pyt" python3 python/bench/bench.py --out "$work/python/bench.json"
       grep -E 'holds|MISS|yes|NO' "$work/python/bench.md" 2>/dev/null | sed 's/^/python: /' >> "$summary" ;;
+    sized)
+      mkdir -p "$work/sized"
+      rec=(env SRB_COMMIT="$SRB_COMMIT" SRB_DATE="$(date -u +%F)"
+        SRB_MACHINE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)")
+      step sized-loop "${rec[@]}" .gpu/bin/example-sized_loop --out "$work/sized/sized_loop.json"
+      step sized-loop-16k "${rec[@]}" .gpu/bin/example-sized_loop --capacity 16384 --out "$work/sized/sized_loop_16k.json"
+      for r in 1 2 3; do
+        step "bfs-$r" "${rec[@]}" .gpu/bin/example-bfs --scale 22 --repeats 10 --out "$work/sized/bfs-$r.json"
+        grep -E '^median level' "$work/bfs-$r.log" | sed "s/^/bfs-$r: /" >> "$summary"
+      done ;;
     mpi)
       step mpi env OUT="$work" bash scripts/mpi-runs.sh
       sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
