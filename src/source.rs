@@ -1,6 +1,7 @@
 //! Raw device sources of an enqueue or a recording: a column's address and length, and a
 //! device-resident count's address and kind.
 use crate::element::CountKind;
+use crate::error::{Error, Result};
 use cudarc::driver::sys::CUdeviceptr;
 
 /// One source column of an enqueue: a device address and the elements readable there.
@@ -54,5 +55,18 @@ impl RawCount {
     /// How the count is stored.
     pub fn kind(&self) -> CountKind {
         self.kind
+    }
+
+    /// Errors ([`Error::BadPointer`]) unless the address is non-null and aligned to the
+    /// count's size. Pure host logic.
+    pub(crate) fn check_address(&self) -> Result<()> {
+        if self.ptr == 0 || !self.ptr.is_multiple_of(self.kind.size() as u64) {
+            return Err(Error::BadPointer {
+                what: "the count",
+                addr: self.ptr,
+                align: self.kind.size(),
+            });
+        }
+        Ok(())
     }
 }

@@ -168,13 +168,7 @@ impl Slots {
                 columns.len()
             )));
         }
-        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
-            return Err(Error::BadPointer {
-                what: "the count",
-                addr: count.ptr(),
-                align: count.kind().size(),
-            });
-        }
+        count.check_address()?;
         if columns.iter().any(|c| c.ptr == 0 && c.len != 0) {
             return Err(Error::BadPointer {
                 what: "a column's data",

@@ -35,6 +35,13 @@ use std::time::Duration;
 /// this many later launches of the same `SizedLaunch`, or its wait reports [`Error::Overrun`].
 const RING: u64 = 256;
 
+/// The class setter's launch: one thread works (a warp launched).
+const SETTER_SHAPE: LaunchShape = LaunchShape {
+    grid: 1,
+    block: 32,
+    programmatic: false,
+};
+
 /// One size class, as the body closure sees it while it records.
 #[derive(Debug)]
 pub struct SizeClass<'a> {
@@ -90,14 +97,7 @@ impl SizedLaunchBuilder {
     /// or misaligned count; [`Error::InvalidConfig`] for a capacity of 0, no class, classes
     /// not ascending, a last class other than the capacity, or more than 32. Needs no GPU.
     pub fn plan(&self) -> Result<Vec<u64>> {
-        let count = self.count;
-        if count.ptr() == 0 || !count.ptr().is_multiple_of(count.kind().size() as u64) {
-            return Err(Error::BadPointer {
-                what: "the count",
-                addr: count.ptr(),
-                align: count.kind().size(),
-            });
-        }
+        self.count.check_address()?;
         plan::bounds(&self.plan, self.capacity)
     }
 
@@ -117,7 +117,7 @@ impl SizedLaunchBuilder {
         let count = self.count;
         driver::ensure_driver()?;
         let version = switch_graph::driver_version()?;
-        if version < switch_graph::SIZED_COPY_DRIVER {
+        if !crate::engine::sized_copy::driver_supports(version) {
             return Err(Error::SizedLaunchUnavailable {
                 reason: format!(
                     "the driver is CUDA {}.{}; a SWITCH node set from a kernel needs 12.8",
@@ -154,11 +154,6 @@ impl SizedLaunchBuilder {
             };
             bodies.push(capture_body(&class, &mut record)?);
         }
-        let shape = LaunchShape {
-            grid: 1,
-            block: 32,
-            programmatic: false,
-        };
         // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
         // srb_size_switch_params (params, mirrored) then the handle; the bodies are clones of
         // what the closure captured, whose resources are the caller's to keep alive
@@ -167,7 +162,7 @@ impl SizedLaunchBuilder {
             SwitchGraph::build(
                 ctx.cu_ctx(),
                 &kernel,
-                shape,
+                SETTER_SHAPE,
                 (&mut params as *mut SizeSwitchParams).cast::<c_void>(),
                 k,
                 k,
@@ -507,11 +502,6 @@ impl Launch {
         p.status_ptr = self.entry_device(RING);
         p.seq = u64::MAX;
         let k = self.classes.len() as u32;
-        let shape = LaunchShape {
-            grid: 1,
-            block: 32,
-            programmatic: false,
-        };
         // SAFETY: the context is bound; a capturing stream of it per the contract; the
         // parameter as in build, addressing the recordings' entry of the status buffer; the
         // bodies are clones of the captured ones.
@@ -520,7 +510,7 @@ impl Launch {
                 self.ctx.cu_ctx(),
                 stream,
                 &self.kernel,
-                shape,
+                SETTER_SHAPE,
                 (&mut p as *mut SizeSwitchParams).cast::<c_void>(),
                 k,
                 k,
