@@ -12,7 +12,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput};
 use sized_readback::cudarc::driver::sys::{self, CUdeviceptr, CUresult, CUstream};
 use sized_readback::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use sized_readback::testing::{DeviceBuffer, Kernel, Kernels, PinnedBuffer};
+use sized_readback::testing::{launch_sized_body, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
 use sized_readback::{
     LaunchShape, RawCount, Readback, ReadbackConfig, SizedLaunch, StagedCopy, Transport, WaitMode,
 };
@@ -67,28 +67,19 @@ impl Rig {
     }
     /// The step: srb_test_sized_body over n_max threads on `stream`, bounded by the count.
     fn step(&self, stream: CUstream, n_max: u64) -> sized_readback::Result<()> {
-        let (mut c, mut n, mut k, mut o, mut m) = (
-            self.d_count.ptr(),
-            n_max,
-            0u32,
-            self.d_out.ptr(),
-            self.d_meta.ptr(),
-        );
-        let mut args = [
-            (&mut c as *mut CUdeviceptr).cast::<c_void>(),
-            (&mut n as *mut u64).cast(),
-            (&mut k as *mut u32).cast(),
-            (&mut o as *mut CUdeviceptr).cast(),
-            (&mut m as *mut CUdeviceptr).cast(),
-        ];
-        let shape = LaunchShape {
-            grid: n_max.max(1).div_ceil(256) as u32,
-            block: 256,
-            programmatic: false,
-        };
-        // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*,
-        // uint64_t*); d_out holds M + 64 words, d_meta 4; a live stream of the context.
-        unsafe { self.body.launch(stream, shape, &mut args) }
+        // SAFETY: the test body; d_count holds an i32, d_out M + 64 words, d_meta 4; a live
+        // stream of the context.
+        unsafe {
+            launch_sized_body(
+                &self.body,
+                stream,
+                self.d_count.ptr(),
+                n_max,
+                0,
+                self.d_out.ptr(),
+                self.d_meta.ptr(),
+            )
+        }
     }
     /// Producer, then the step sized by `way`; returns once the host knows the step ran.
     fn sized_step(&self, way: &str, launch: &SizedLaunch, n: usize) -> u64 {

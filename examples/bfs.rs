@@ -26,6 +26,7 @@ use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use sized_readback::testing::pattern::mix;
 use sized_readback::testing::{upload, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
 use sized_readback::{LaunchShape, RawCount, SizedLaunch};
 use std::ffi::c_void;
@@ -50,12 +51,11 @@ const TILE: u64 = 2048;
 const ONE_VERTEX: u64 = 1 << 32;
 const MAX_GRID: u64 = 16384;
 
+/// SplitMix64 as a generator: the next output, and the state advanced.
 fn splitmix(s: &mut u64) -> u64 {
+    let out = mix(*s);
     *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    out
 }
 
 struct Csr {

@@ -18,7 +18,7 @@
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use cudarc::driver::sys;
-use sized_readback::testing::{Kernel, Kernels, PinnedBuffer};
+use sized_readback::testing::{launch_sized_body, Kernel, Kernels, PinnedBuffer};
 use sized_readback::{LaunchShape, RawCount, SizedLaunch};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -38,8 +38,6 @@ struct Args {
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
-
-const THREADS: u32 = 256;
 
 struct Bench {
     stream: std::sync::Arc<cudarc::driver::CudaStream>,
@@ -83,25 +81,12 @@ impl Bench {
     }
     /// srb_test_sized_body with n_max threads, on `stream`.
     fn body_on(&self, stream: sys::CUstream, n_max: u64, class: u32) -> sized_readback::Result<()> {
-        let (mut c, mut o, mut m) = self.ptrs();
-        let (mut n, mut k) = (n_max, class);
-        let mut args: [*mut c_void; 5] = [
-            (&mut c as *mut u64).cast(),
-            (&mut n as *mut u64).cast(),
-            (&mut k as *mut u32).cast(),
-            (&mut o as *mut u64).cast(),
-            (&mut m as *mut u64).cast(),
-        ];
-        let grid = n_max.max(1).div_ceil(THREADS as u64) as u32;
-        let shape = LaunchShape {
-            grid,
-            block: THREADS,
-            programmatic: false,
-        };
-        // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*, uint64_t*);
-        // out holds capacity + 64 words, meta 4; a live stream of the context.
-        unsafe { self.body.launch(stream, shape, &mut args) }
+        let (c, o, m) = self.ptrs();
+        // SAFETY: the test body; out holds capacity + 64 words, meta 4; a live stream of the
+        // context.
+        unsafe { launch_sized_body(&self.body, stream, c, n_max, class, o, m) }
     }
+
     /// The sync way's read of the count: D2H into pinned memory, then the stream synchronized.
     fn read_count(&self) -> Result<u64> {
         let (c, _, _) = self.ptrs();

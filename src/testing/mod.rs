@@ -138,6 +138,51 @@ pub fn load_switch_image(ctx: &Arc<CudaContext>) -> Result<(KernelImage, i32)> {
     Ok((image, ptx))
 }
 
+/// Whether this driver sets graph conditionals from a kernel (CUDA 12.8+), as the staged
+/// sized copy and sized launches need: the library's own test of the driver's version. False
+/// where the driver cannot be asked.
+pub fn driver_has_conditionals() -> bool {
+    driver::ensure_driver().is_ok()
+        && crate::raw::switch_graph::driver_version()
+            .is_ok_and(crate::engine::sized_copy::driver_supports)
+}
+
+/// Launches the sized launch's test body, `srb_test_sized_body` of `body`
+/// ([`Kernels::function`]), with `n_max` threads (whole blocks of 256) on `stream`: it writes
+/// `out[i] = 2i + 1` for `i < min(*count, n_max)` and, from thread 0, `meta[0..4]` = `n_max`,
+/// the threads launched, `class`, and one more body run.
+///
+/// # Safety
+/// `body` is that kernel; `count` addresses an `int32_t`, `out` at least `n_max` (and the
+/// count's) `u64` values and `meta` four, all of `stream`'s context; `stream` is live (or
+/// capturing).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn launch_sized_body(
+    body: &Kernel,
+    stream: CUstream,
+    count: CUdeviceptr,
+    n_max: u64,
+    class: u32,
+    out: CUdeviceptr,
+    meta: CUdeviceptr,
+) -> Result<()> {
+    let (mut c, mut n, mut k, mut o, mut m) = (count, n_max, class, out, meta);
+    let mut args: [*mut c_void; 5] = [
+        (&mut c as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u64).cast(),
+        (&mut k as *mut u32).cast(),
+        (&mut o as *mut CUdeviceptr).cast(),
+        (&mut m as *mut CUdeviceptr).cast(),
+    ];
+    let shape = LaunchShape {
+        grid: n_max.max(1).div_ceil(256) as u32,
+        block: 256,
+        programmatic: false,
+    };
+    // SAFETY: per the contract: the kernel's five parameters, in order.
+    unsafe { body.launch(stream, shape, &mut args) }
+}
+
 /// Sets every byte of `rb`'s host slots to `byte`, so that a test can tell which bytes a
 /// staged copy wrote.
 ///

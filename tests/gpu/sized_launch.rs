@@ -6,9 +6,8 @@
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::cudarc::driver::sys;
-use sized_readback::testing::{Kernel, Kernels};
-use sized_readback::{Error, LaunchShape, RawCount, SizedLaunch};
-use std::ffi::c_void;
+use sized_readback::testing::{driver_has_conditionals, launch_sized_body, Kernel, Kernels};
+use sized_readback::{Error, RawCount, SizedLaunch};
 use std::sync::Arc;
 use test_support::{SubjectContext, Test};
 
@@ -23,15 +22,6 @@ pub const TESTS: &[Test] = test_support::tests![
 fn ctx() -> Arc<CudaContext> {
     static CONTEXT: SubjectContext = SubjectContext::new();
     CONTEXT.get()
-}
-
-/// Whether this driver sets SWITCH conditionals from a kernel (CUDA 12.8+): else every test
-/// checks that building is `SizedLaunchUnavailable` and ends there.
-fn driver_has_conditionals() -> bool {
-    let mut v = 0;
-    // SAFETY: an out-pointer; the driver is loaded (the context is open).
-    let status = unsafe { sys::cuDriverGetVersion(&mut v) };
-    status == sys::CUresult::CUDA_SUCCESS && v >= 12080
 }
 
 const THREADS: u32 = 256;
@@ -74,27 +64,19 @@ impl Bench {
         let capacity = *classes.last().unwrap();
         let launch = SizedLaunch::builder(self.raw_count(), capacity)
             .classes(classes.iter().copied())
-            .build(&ctx(), |class| -> sized_readback::Result<()> {
-                let (mut c, mut n, mut k, mut o, mut m) =
-                    (count, class.n_max(), class.index() as u32, out, meta);
-                let mut args: [*mut c_void; 5] = [
-                    (&mut c as *mut u64).cast(),
-                    (&mut n as *mut u64).cast(),
-                    (&mut k as *mut u32).cast(),
-                    (&mut o as *mut u64).cast(),
-                    (&mut m as *mut u64).cast(),
-                ];
-                let shape = LaunchShape {
-                    grid: class.n_max().div_ceil(THREADS as u64) as u32,
-                    block: THREADS,
-                    programmatic: false,
-                };
-                // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*,
-                // uint64_t*); out holds capacity + 64 words, meta 4; the stream is the
-                // class's, of this context.
+            .build(&ctx(), |class| {
+                // SAFETY: the test body; out holds capacity + 64 words, meta 4; the stream is
+                // the class's, of this context.
                 unsafe {
-                    self.body
-                        .launch(class.stream().cu_stream(), shape, &mut args)
+                    launch_sized_body(
+                        &self.body,
+                        class.stream().cu_stream(),
+                        count,
+                        class.n_max(),
+                        class.index() as u32,
+                        out,
+                        meta,
+                    )
                 }
             })?;
         Ok(launch)

@@ -9,9 +9,9 @@
 //! reads, with the readback's launch shape, and decodes bad counts alike.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-use sized_readback::cudarc::driver::sys;
 use sized_readback::testing::{
-    column_capacity_bytes, fill_host_slots, load_switch_image, BareSizedCopy,
+    column_capacity_bytes, driver_has_conditionals, fill_host_slots, load_switch_image,
+    BareSizedCopy,
 };
 use sized_readback::{
     AppendReadback, BucketReadback, Column, ColumnReadback, ColumnReadout, ColumnSchema, Error,
@@ -35,14 +35,6 @@ pub const TESTS: &[Test] = test_support::tests![
 fn ctx() -> Arc<CudaContext> {
     static CONTEXT: SubjectContext = SubjectContext::new();
     CONTEXT.get()
-}
-
-/// Whether this driver has graph conditionals set from a kernel (CUDA 12.8+).
-fn driver_has_conditionals() -> bool {
-    let mut v = 0;
-    // SAFETY: an out-pointer; the driver is loaded (the context is open).
-    let status = unsafe { sys::cuDriverGetVersion(&mut v) };
-    status == sys::CUresult::CUDA_SUCCESS && v >= 12080
 }
 
 /// The copy `Auto` gives a staged pack of one bucket on this driver.

@@ -25,20 +25,18 @@ unsafe extern "C" fn record_body(
     // SAFETY: the test passes a Body it owns for the create call.
     let b = unsafe { &mut *user.cast::<Body>() };
     b.calls += 1;
-    let (mut c, mut n, mut k, mut o, mut m) = (count, n_max, class_index, b.out, b.meta);
-    let mut args: [*mut c_void; 5] = [
-        (&mut c as *mut u64).cast(),
-        (&mut n as *mut u64).cast(),
-        (&mut k as *mut u32).cast(),
-        (&mut o as *mut u64).cast(),
-        (&mut m as *mut u64).cast(),
-    ];
-    let grid = n_max.div_ceil(256) as u32;
-    // SAFETY: srb_test_sized_body(const int32_t*, uint64_t, uint32_t, uint64_t*, uint64_t*);
-    // the buffers hold the capacity's rows and 4 meta words; the stream is the capturing one.
+    // SAFETY: the test body; the buffers hold the capacity's rows and 4 meta words; the
+    // stream is the capturing one.
     match unsafe {
-        b.kernel
-            .launch_3d(stream.cast(), (grid, 1, 1), (256, 1, 1), &mut args)
+        srb::testing::launch_sized_body(
+            &b.kernel,
+            stream.cast(),
+            count,
+            n_max,
+            class_index,
+            b.out,
+            b.meta,
+        )
     } {
         Ok(()) => 0,
         Err(_) => 1,
@@ -60,131 +58,144 @@ unsafe extern "C" fn refuse_second(
     }
 }
 
+/// One bad create: what it shows, then the count's address and kind, the capacity, the
+/// classes and their number, the body, whether `out` is given, and the code it must return.
+type BadCreate = (
+    &'static str,
+    capi::srb_devptr,
+    u32,
+    u64,
+    *const u64,
+    u32,
+    capi::srb_sized_body,
+    bool,
+    i32,
+);
+
 /// The argument checks that need no GPU.
 pub(crate) fn capi_sized_launch_arguments() -> Result<()> {
-    let mut out: *mut capi::srb_sized_launch = std::ptr::null_mut();
-    let classes = [64u64, 32];
-    // SAFETY: every pointer is null or valid for the call.
-    unsafe {
-        let code = capi::srb_sized_launch_create(
-            0,
-            0x1000,
-            capi::SRB_COUNT_I32,
+    const COUNT: capi::srb_devptr = 0x1000;
+    const I32: u32 = capi::SRB_COUNT_I32;
+    let null = std::ptr::null::<u64>();
+    let descending = [64u64, 32];
+    let body = Some(refuse_second as unsafe extern "C" fn(_, _, _, _, _) -> _);
+    let cases: [BadCreate; 8] = [
+        (
+            "a null body",
+            COUNT,
+            I32,
             64,
-            std::ptr::null(),
+            null,
             0,
             None,
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_INVALID_ARGUMENT,
-            "a null body: {code} {}",
-            last_error()
-        );
-        let code = capi::srb_sized_launch_create(
-            0,
-            0x1000,
-            capi::SRB_COUNT_I32,
+            true,
+            capi::SRB_ERR_INVALID_ARGUMENT,
+        ),
+        (
+            "a null out",
+            COUNT,
+            I32,
             64,
-            std::ptr::null(),
+            null,
             0,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        ensure!(code == capi::SRB_ERR_INVALID_ARGUMENT, "a null out: {code}");
-        let code = capi::srb_sized_launch_create(
-            0,
-            0x1000,
+            body,
+            false,
+            capi::SRB_ERR_INVALID_ARGUMENT,
+        ),
+        (
+            "an unknown count kind",
+            COUNT,
             77,
             64,
-            std::ptr::null(),
+            null,
             0,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_INVALID_ARGUMENT,
-            "an unknown count kind: {code}"
-        );
-        let code = capi::srb_sized_launch_create(
+            body,
+            true,
+            capi::SRB_ERR_INVALID_ARGUMENT,
+        ),
+        (
+            "capacity 0",
+            COUNT,
+            I32,
             0,
-            0x1000,
-            capi::SRB_COUNT_I32,
+            null,
             0,
-            std::ptr::null(),
-            0,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(code == capi::SRB_ERR_INVALID_CONFIG, "capacity 0: {code}");
-        let code = capi::srb_sized_launch_create(
-            0,
-            0x1000,
-            capi::SRB_COUNT_I32,
+            body,
+            true,
+            capi::SRB_ERR_INVALID_CONFIG,
+        ),
+        (
+            "descending classes",
+            COUNT,
+            I32,
             64,
-            classes.as_ptr(),
+            descending.as_ptr(),
             2,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_INVALID_CONFIG,
-            "descending classes: {code} {}",
-            last_error()
-        );
-        let code = capi::srb_sized_launch_create(
-            0,
-            0x1000,
-            capi::SRB_COUNT_I32,
+            body,
+            true,
+            capi::SRB_ERR_INVALID_CONFIG,
+        ),
+        (
+            "null classes",
+            COUNT,
+            I32,
             64,
-            std::ptr::null(),
+            null,
             2,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_INVALID_ARGUMENT,
-            "null classes: {code}"
-        );
-        let code = capi::srb_sized_launch_create(
+            body,
+            true,
+            capi::SRB_ERR_INVALID_ARGUMENT,
+        ),
+        (
+            "a null count",
             0,
-            0,
-            capi::SRB_COUNT_I32,
+            I32,
             64,
-            std::ptr::null(),
+            null,
             0,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_BAD_POINTER,
-            "a null count: {code} {}",
-            last_error()
-        );
-        let code = capi::srb_sized_launch_create(
-            0,
+            body,
+            true,
+            capi::SRB_ERR_BAD_POINTER,
+        ),
+        (
+            "a misaligned count",
             0x1002,
-            capi::SRB_COUNT_I32,
+            I32,
             64,
-            std::ptr::null(),
+            null,
             0,
-            Some(refuse_second),
-            std::ptr::null_mut(),
-            &mut out,
-        );
-        ensure!(
-            code == capi::SRB_ERR_BAD_POINTER,
-            "a misaligned count: {code} {}",
-            last_error()
-        );
-        ensure!(out.is_null(), "a failed create stored a handle");
+            body,
+            true,
+            capi::SRB_ERR_BAD_POINTER,
+        ),
+    ];
+    for (what, count, kind, capacity, classes, num, body, give_out, want) in cases {
+        let mut out: *mut capi::srb_sized_launch = std::ptr::null_mut();
+        let out_arg = if give_out {
+            &mut out as *mut _
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: every pointer is null or valid for the call (`classes` holds `num` values
+        // where not null).
+        let code = unsafe {
+            capi::srb_sized_launch_create(
+                0,
+                count,
+                kind,
+                capacity,
+                classes,
+                num,
+                body,
+                std::ptr::null_mut(),
+                out_arg,
+            )
+        };
+        ensure!(code == want, "{what}: {code} {}", last_error());
+        ensure!(out.is_null(), "{what}: a failed create stored a handle");
+    }
+    // SAFETY: null handles, which every call refuses or ignores.
+    unsafe {
         ensure!(capi::srb_sized_launch_classes(std::ptr::null(), std::ptr::null_mut(), 0) == 0);
         capi::srb_sized_launch_destroy(std::ptr::null_mut());
         let code = capi::srb_sized_launch_wait(
@@ -239,10 +250,11 @@ pub(crate) fn capi_sized_launch() -> Result<()> {
         )
     };
     if code == capi::SRB_ERR_SIZED_LAUNCH_UNAVAILABLE {
-        let mut v = 0;
-        // SAFETY: an out-pointer.
-        unsafe { srb::cudarc::driver::sys::cuDriverGetVersion(&mut v) };
-        ensure!(v < 12080, "unavailable on driver {v}: {}", last_error());
+        ensure!(
+            !srb::testing::driver_has_conditionals(),
+            "unavailable on a driver with conditionals: {}",
+            last_error()
+        );
         return Ok(());
     }
     ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
