@@ -45,13 +45,16 @@
  * n - capacity of the device-side spill region; beyond: dropped, but still counted. The
  * trailer then carries the true count, and the host fetches the spilled rows on request.
  *
- * Memory model (PTX ISA, "Memory Consistency Model"): every block that stored rows into the
- * slot releases them with a system-scope fence (cumulative over the barrier before it) before
- * it counts itself out with an atomic (a block that only counted rows, or stored them into the
- * device-side spill, releases at GPU scope; one that appended nothing just counts out: the
- * departure atomics form one release sequence); the last block's fence after that atomic is
- * the acquire of every block's release, and its trailer fence orders all rows, the count and
- * the status before the `seq` store. A
+ * Memory model (PTX ISA, "Memory Consistency Model"): every block that stored or counted rows
+ * releases them with a GPU-scope fence.acq_rel (cumulative over the barrier before it) before
+ * it counts itself out with an atomic (one that appended nothing just counts out: the
+ * departure atomics form one release sequence); the last block's GPU-scope fence after that
+ * atomic is the acquire of every block's release (the atomics and fences are all of one GPU, so
+ * morally strong at GPU scope). Its trailer fence, at system scope, is then the one release
+ * the host synchronizes with: cumulative over everything the last block has observed, it
+ * orders every block's rows, the count and the status before the `seq` store. So a block pays
+ * a GPU-scope fence, not a system-scope one that would wait on its stores over PCIe, and the
+ * grid pays one system-scope fence, in the last block. A
  * naturally aligned 8-byte store is single-copy atomic (PTX ISA, "Memory Consistency Model":
  * "Vector data types" / "single-copy atomicity" of aligned accesses up to 8 bytes), also in
  * mapped host memory, so the host reads `seq` whole or not at all.
@@ -70,6 +73,9 @@ namespace detail {
 
 /** fence.sc.sys: what __threadfence_system() emits. */
 __device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+
+/** fence.acq_rel.gpu: a release or acquire pattern with an atomic, among blocks of this GPU. */
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 /** ld.acquire.sys: reads a word the host writes with a release store (mapped memory). */
 __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
@@ -159,7 +165,7 @@ __device__ __forceinline__ void publish(const SlotChoice& c, srb_trailer* t, uin
         t->count_copied = copied;
         t->status = status;
         t->magic = SRB_TRAILER_MAGIC;
-        fence_sc_sys();  // every block's data, count and status before seq
+        fence_sc_sys();  // every block's data, count and status before seq: the host's release
         st_relaxed_sys(&t->seq, c.seq);
     } else {
         srb_ring_ctl* ctl = reinterpret_cast<srb_ring_ctl*>(ring_ctl);
@@ -391,14 +397,11 @@ class AppendCore {
         srb_slot_sync* sync = reinterpret_cast<srb_slot_sync*>(d_.slot_sync) + s_.choice.slot;
         __syncthreads();
         if (tid == 0) {
-            // Release this block's stores (cumulative over the barrier), then count it out: at
-            // system scope if it wrote into the slot (the host reads it), at GPU scope if it
-            // wrote only spill rows (read by a later kernel) or took part in the count; a block
-            // that appended nothing has nothing to release (its departure is just counted).
-            if (s_.wrote & 1u)
-                fence_sc_sys();
-            else if (s_.wrote != 0)
-                __threadfence();
+            // Release this block's stores (cumulative over the barrier), then count it out, at
+            // GPU scope: the last block acquires them there and releases them all to the host
+            // at system scope before `seq` (file comment). A block that appended nothing has
+            // nothing to release (its departure is just counted).
+            if (s_.wrote != 0) fence_acq_rel_gpu();
             const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
             s_.last = atomicAdd(&sync->departures, 1u) == blocks - 1;
         }
@@ -408,7 +411,7 @@ class AppendCore {
         unsigned char* slot = reinterpret_cast<unsigned char*>(d_.slots) + (uint64_t)s_.choice.slot * d_.slot_stride;
         if (d_.num_buckets <= 1) {
             if (tid != 0) return;
-            fence_sc_sys();  // acquire every block's release
+            fence_acq_rel_gpu();  // acquire every block's release (GPU scope)
             const uint64_t count = ld_relaxed_gpu(&sync->count);
             uint32_t status = SRB_STATUS_OK;
             uint64_t spilled = 0;
@@ -431,7 +434,7 @@ class AppendCore {
             reinterpret_cast<unsigned long long*>(d_.bucket_counts) + (uint64_t)s_.choice.slot * 2 * k;
         srb_bucket_table* table = reinterpret_cast<srb_bucket_table*>(slot + d_.bucket_table);
         if (tid == 0) {
-            fence_sc_sys();  // acquire every block's release
+            fence_acq_rel_gpu();  // acquire every block's release (GPU scope)
             s_.sums[0] = s_.sums[1] = 0;
             s_.status = SRB_STATUS_OK;
         }
