@@ -263,15 +263,20 @@ pub enum Error {
         /// Slots the readback has.
         slots: usize,
     },
-    /// A wait with a timeout ran out before the readback completed.
-    #[error("the readback did not complete within {} us", waited.as_micros())]
+    /// A wait with a timeout ran out before the readback or sized launch completed (the
+    /// ticket stays valid; wait again).
+    #[error("not complete within {} us: the work waited for is still running", waited.as_micros())]
     Timeout {
         /// How long the wait lasted.
         waited: Duration,
     },
-    /// A device-sequenced readback (graph replay) found its slot still held by the host and
-    /// dropped this result rather than overwrite the slot.
-    #[error("readback {seq} was dropped: its slot was still held by the host (ring overrun)")]
+    /// A result no longer there to read: a device-sequenced readback (graph replay) found its
+    /// slot still held by the host and dropped this result rather than overwrite the slot; or
+    /// a sized launch's ticket waited on after 256 later launches of it, which reuse its
+    /// status entry.
+    #[error(
+        "result {seq} is gone: its slot or status entry was taken by a later one (ring overrun)"
+    )]
     Overrun {
         /// The sequence number that was dropped.
         seq: u64,

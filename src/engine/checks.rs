@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::raw::driver;
 use crate::source::{ColumnSource, RawCount};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 impl Slots {
     /// Errors unless `stream` belongs to this readback's context.
@@ -45,22 +45,7 @@ impl Slots {
     /// Errors unless the raw device address `ptr` is memory of this readback's context. The
     /// context must be bound.
     pub(crate) fn check_raw_pointer(&self, what: &'static str, ptr: CUdeviceptr) -> Result<()> {
-        // SAFETY: only queries the driver's bookkeeping for the address.
-        match unsafe { driver::pointer_owner(ptr)? } {
-            None => Err(Error::BadPointer {
-                what,
-                addr: ptr,
-                align: 1,
-            }),
-            Some((ctx, ordinal)) => {
-                let same_ctx = ctx.is_null() || ctx == self.context().cu_ctx();
-                if same_ctx && ordinal as usize == self.context().ordinal() {
-                    Ok(())
-                } else {
-                    Err(Error::ForeignContext { what })
-                }
-            }
-        }
+        check_pointer_of(self.context(), what, ptr)
     }
 
     /// The raw-pointer checks of an enqueue: every non-empty column and the count are device
@@ -177,5 +162,31 @@ impl Slots {
             });
         }
         Ok(())
+    }
+}
+
+/// Errors unless the raw device address `ptr` is memory of `ctx` (or mapped memory the driver
+/// gives no context, on `ctx`'s device): [`Error::BadPointer`] for an address the driver does
+/// not know, [`Error::ForeignContext`] for another context's. `ctx` must be bound.
+pub(crate) fn check_pointer_of(
+    ctx: &CudaContext,
+    what: &'static str,
+    ptr: CUdeviceptr,
+) -> Result<()> {
+    // SAFETY: only queries the driver's bookkeeping for the address.
+    match unsafe { driver::pointer_owner(ptr)? } {
+        None => Err(Error::BadPointer {
+            what,
+            addr: ptr,
+            align: 1,
+        }),
+        Some((owner, ordinal)) => {
+            let same_ctx = owner.is_null() || owner == ctx.cu_ctx();
+            if same_ctx && ordinal as usize == ctx.ordinal() {
+                Ok(())
+            } else {
+                Err(Error::ForeignContext { what })
+            }
+        }
     }
 }

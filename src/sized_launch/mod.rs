@@ -107,7 +107,8 @@ impl SizedLaunchBuilder {
     /// [`Error::BodyRecording`] naming the class.
     ///
     /// Needs a CUDA 12.8 driver ([`Error::SizedLaunchUnavailable`] otherwise). The count's
-    /// address must be non-null and aligned to its type ([`Error::BadPointer`]).
+    /// address must be non-null and aligned to its type, and memory the driver knows
+    /// ([`Error::BadPointer`]) of `ctx` ([`Error::ForeignContext`]).
     pub fn build<E: Display>(
         self,
         ctx: &Arc<CudaContext>,
@@ -127,6 +128,7 @@ impl SizedLaunchBuilder {
             });
         }
         driver::bind(ctx)?;
+        crate::engine::checks::check_pointer_of(ctx, "the count", count.ptr())?;
         let kernel = Module::switch(ctx)
             .and_then(|m| m.function(c"srb_size_switch"))
             .map_err(unavailable)?;
@@ -412,7 +414,7 @@ impl Launch {
             return Err(Error::StreamCapturing);
         }
         let mut p = this.params.lock().unwrap_or_else(|e| e.into_inner());
-        let seq = this.next_seq.fetch_add(1, Ordering::Relaxed);
+        let seq = this.next_seq.fetch_add(1, Ordering::AcqRel);
         p.seq = seq;
         p.status_ptr = this.entry_device(seq % RING);
         let event = Event::new(&this.ctx)?;
@@ -562,6 +564,8 @@ impl SizedTicket {
 
     /// Blocks until the launch has run; its outcome, or the error that kept every body from
     /// running ([`Error::CountExceedsCapacity`] with the true count, [`Error::NegativeCount`]).
+    /// [`Error::Overrun`] once 256 later launches of the same sized launch were enqueued:
+    /// the outcome's status entry is theirs.
     pub fn wait(&self) -> Result<LaunchOutcome> {
         self.wait_until(None)
     }
@@ -598,7 +602,10 @@ impl SizedTicket {
             }
             .run(deadline, || Ok(None), completed)?,
         };
-        if e.seq != seq {
+        // A launch RING later reuses the entry and may have rewritten it while it was read
+        // (its seq goes last, so a matching seq does not rule that out): once such a launch
+        // was enqueued, the entry is no longer this one's.
+        if e.seq != seq || l.next_seq.load(Ordering::Acquire) > seq + RING {
             return Err(Error::Overrun { seq });
         }
         l.decode(e, slot, seq)

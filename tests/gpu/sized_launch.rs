@@ -2,7 +2,8 @@
 //! grid and no other body runs; every class boundary; counts past the capacity, negative ones;
 //! a loop of launches with no host synchronization between them, whose counts a kernel writes
 //! on the device; a recording into a stream capture replayed with changing counts; bad
-//! configurations and bodies that fail to record as typed errors.
+//! configurations and bodies that fail to record as typed errors; every count type; a ticket
+//! whose status entry was reused; a wait that times out; enqueues from several threads.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use sized_readback::cudarc::driver::sys;
@@ -17,6 +18,11 @@ pub const TESTS: &[Test] = test_support::tests![
     a_loop_of_device_counts_with_no_host_sync,
     a_recording_in_a_capture_runs_each_replays_class,
     bad_configurations_and_bodies_are_typed_errors,
+    every_count_type_is_read_as_its_type,
+    a_ticket_256_launches_old_is_an_overrun,
+    a_wait_times_out_behind_a_slow_producer,
+    enqueues_from_several_threads_each_get_their_outcome,
+    a_count_of_another_kind_of_memory_is_refused,
 ];
 
 fn ctx() -> Arc<CudaContext> {
@@ -56,13 +62,14 @@ impl Bench {
     }
     /// A sized launch over `classes` whose bodies launch srb_test_sized_body with n_max threads.
     fn build(&self, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
-        let (count, out, meta) = (
-            self.ptr(&self.count),
-            self.ptr(&self.out),
-            self.ptr(&self.meta),
-        );
+        self.build_counted(self.raw_count(), classes)
+    }
+    /// As `build`, sized by `raw` (the body reads its first 4 bytes as an i32: the counts
+    /// that run a body are below 2^31).
+    fn build_counted(&self, raw: RawCount, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
+        let (count, out, meta) = (raw.ptr(), self.ptr(&self.out), self.ptr(&self.meta));
         let capacity = *classes.last().unwrap();
-        let launch = SizedLaunch::builder(self.raw_count(), capacity)
+        let launch = SizedLaunch::builder(raw, capacity)
             .classes(classes.iter().copied())
             .build(&ctx(), |class| {
                 // SAFETY: the test body; out holds capacity + 64 words, meta 4; the stream is
@@ -373,5 +380,174 @@ fn bad_configurations_and_bodies_are_typed_errors() -> Result<()> {
     let launch = b.build(&[64])?;
     b.set_count(5)?;
     ensure!(launch.enqueue(&b.stream)?.wait()?.count() == 5);
+    Ok(())
+}
+
+fn every_count_type_is_read_as_its_type() -> Result<()> {
+    let classes = [100u64, 1000];
+    let mut b = Bench::new(1000)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let mut word = b.stream.alloc_zeros::<u64>(1)?;
+    let ptr = b.ptr(&word);
+    // (count kind, the 8 bytes at the count, the outcome: Ok(count) or the error's count)
+    type Want = std::result::Result<u64, (&'static str, i128)>;
+    let cases: [(RawCount, u64, Want); 9] = [
+        (RawCount::u32(ptr), 999, Ok(999)),
+        // The high half is not the u32's: only the first 4 bytes are read.
+        (RawCount::u32(ptr), (7 << 32) | 100, Ok(100)),
+        (RawCount::u32(ptr), 0xFFFF_FFFF, Err(("over", 0xFFFF_FFFF))),
+        (RawCount::i64(ptr), 101, Ok(101)),
+        (RawCount::i64(ptr), -5i64 as u64, Err(("negative", -5))),
+        (RawCount::i64(ptr), 1 << 40, Err(("over", 1 << 40))),
+        (RawCount::u64(ptr), 1000, Ok(1000)),
+        (RawCount::u64(ptr), 1001, Err(("over", 1001))),
+        (
+            RawCount::u64(ptr),
+            u64::MAX,
+            Err(("over", u64::MAX as i128)),
+        ),
+    ];
+    for (raw, bytes, want) in cases {
+        let launch = b.build_counted(raw, &classes)?;
+        b.reset_outputs(1000)?;
+        b.stream.memcpy_htod(&[bytes], &mut word)?;
+        let got = launch.enqueue(&b.stream)?.wait();
+        let what = format!("{:?} over {bytes:#x}", raw.kind());
+        match (want, got) {
+            (Ok(n), Ok(done)) => {
+                ensure!(done.count() == n, "{what}: count {}", done.count());
+                let k = class_of(&classes, n);
+                ensure!(done.class() == k, "{what}: class {}", done.class());
+                b.check_ran(&classes, k, n as usize)?;
+            }
+            (Err(("over", n)), Err(Error::CountExceedsCapacity { count, capacity })) => {
+                ensure!(count as i128 == n && capacity == 1000, "{what}: {count}")
+            }
+            (Err(("negative", n)), Err(Error::NegativeCount { count })) => {
+                ensure!(count as i128 == n, "{what}: {count}")
+            }
+            (want, got) => bail!("{what}: expected {want:?}, got {got:?}"),
+        }
+    }
+    Ok(())
+}
+
+fn a_ticket_256_launches_old_is_an_overrun() -> Result<()> {
+    let mut b = Bench::new(64)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&[64])?;
+    b.set_count(9)?;
+    let first = launch.enqueue(&b.stream)?;
+    let mut last = Vec::new();
+    for _ in 0..256 {
+        last.push(launch.enqueue(&b.stream)?);
+    }
+    ensure!(
+        matches!(first.wait(), Err(Error::Overrun { seq }) if seq == first.seq()),
+        "a ticket whose entry was reused: {:?}",
+        first.wait()
+    );
+    let newest = last.last().unwrap();
+    ensure!(newest.seq() == first.seq() + 256);
+    ensure!(newest.wait()?.count() == 9, "the newest ticket");
+    Ok(())
+}
+
+fn a_wait_times_out_behind_a_slow_producer() -> Result<()> {
+    let mut b = Bench::new(64)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&[16, 64])?;
+    let kernels = Kernels::load(&ctx())?;
+    b.set_count(0)?;
+    // 200 ms before the count becomes 21.
+    test_support::producers::busy_then_count(
+        &kernels,
+        &b.stream,
+        b.ptr(&b.count),
+        21,
+        200_000_000,
+    )?;
+    let t = launch.enqueue(&b.stream)?;
+    let short = t.wait_timeout(std::time::Duration::from_millis(5));
+    ensure!(
+        matches!(short, Err(Error::Timeout { .. })),
+        "a 5 ms wait behind 200 ms: {short:?}"
+    );
+    let done = t.wait_timeout(std::time::Duration::from_secs(20))?;
+    ensure!(done.count() == 21 && done.class() == 1, "{done:?}");
+    b.check_ran(&[16, 64], 1, 21)
+}
+
+fn enqueues_from_several_threads_each_get_their_outcome() -> Result<()> {
+    let classes = [64u64, 512, 4096];
+    let mut b = Bench::new(4096)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let launch = b.build(&classes)?;
+    b.set_count(300)?;
+    b.stream.synchronize()?;
+    let seqs = std::thread::scope(|sc| -> Result<Vec<u64>> {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let launch = &launch;
+                sc.spawn(move || -> Result<Vec<u64>> {
+                    let stream = ctx().new_stream()?;
+                    let mut seqs = Vec::new();
+                    for _ in 0..50 {
+                        let t = launch.enqueue(&stream)?;
+                        let done = t.wait()?;
+                        ensure!(done.count() == 300 && done.class() == 1, "{done:?}");
+                        seqs.push(t.seq());
+                    }
+                    Ok(seqs)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            all.extend(
+                w.join()
+                    .map_err(|_| anyhow::anyhow!("a worker panicked"))??,
+            );
+        }
+        Ok(all)
+    })?;
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    ensure!(
+        sorted.len() == 200,
+        "{} distinct sequence numbers of 200",
+        sorted.len()
+    );
+    // Bodies on four streams may overlap, so the meta words race; the rows do not.
+    let out = b.stream.clone_dtoh(&b.out)?;
+    for (i, &v) in out[..300].iter().enumerate() {
+        ensure!(v == 2 * i as u64 + 1, "out[{i}] = {v}");
+    }
+    ensure!(out[300] == SENTINEL, "out[300] written past the count");
+    Ok(())
+}
+
+fn a_count_of_another_kind_of_memory_is_refused() -> Result<()> {
+    let b = Bench::new(64)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let nothing = |_: &sized_readback::SizeClass<'_>| -> Result<(), String> { Ok(()) };
+    // An aligned address no allocation holds.
+    let stray = RawCount::i32(0x10_0000_0000);
+    let got = SizedLaunch::builder(stray, 64).build(&ctx(), nothing);
+    ensure!(
+        matches!(got, Err(Error::BadPointer { .. })),
+        "a count no allocation holds: {got:?}"
+    );
     Ok(())
 }
