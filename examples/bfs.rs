@@ -13,11 +13,16 @@
 //! - `over`: the grid of every edge of the graph every level (blocks past E exit);
 //! - `sized`: two `SizedLaunch`es (one per frontier buffer) over 7 classes of E (8192 x 4^c
 //!   edges; the last class every edge, its grid 16384 blocks, several passes): the device
-//!   picks each level's grid.
+//!   picks each level's grid; each level enqueued from the host;
+//! - `over-graph` and `sized-graph`: the same two, every level recorded once into one CUDA
+//!   graph (`SizedLaunch::record` for the sized one), the whole BFS one graph launch.
 //!
-//! `over` and `sized` take the number of levels from the host BFS (no read in the loop).
-//! Per level: the time between consecutive levels' start events, p50 over `--repeats`; the
-//! level of the median frontier is the issue's yardstick. Writes a JSON record (`--out`).
+//! `over` and `sized` take the number of levels from the host BFS (no read in the loop); a
+//! BFS that does not know its depth would put the level in a WHILE node. Per level: the time
+//! between consecutive levels' start events (recorded by event-record nodes in the graphs),
+//! p50 over `--repeats`; the level of the median frontier is the issue's yardstick, each sized
+//! way against the best of its rivals. `--only WAY` runs one way (for a trace of its API
+//! calls). Writes a JSON record (`--out`).
 //!
 //! ```text
 //! cargo run --release --example bfs -- --scale 22 --out results/mine/bfs.json
@@ -44,6 +49,85 @@ struct Args {
     /// Where to write the JSON record.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Run only this way (sync, over, sized, over-graph, sized-graph).
+    #[arg(long)]
+    only: Option<String>,
+}
+
+/// A stream capture's graph, instantiated; destroyed before what it launches is dropped.
+struct Replay {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Replay {
+    /// Captures `levels` levels on `gpu.stream`, each: an event-record node of `marks[l]`, the
+    /// prepare, then `expand(l, p)`; and `marks[levels]` after the last.
+    fn capture(
+        gpu: &Gpu,
+        levels: usize,
+        marks: &[CudaEvent],
+        mut expand: impl FnMut(usize) -> sized_readback::Result<()>,
+    ) -> Result<Replay> {
+        let s = gpu.stream.cu_stream();
+        let mut r = Replay {
+            graph: std::ptr::null_mut(),
+            exec: std::ptr::null_mut(),
+        };
+        let external = sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32;
+        // SAFETY: a live stream of the bound context, captured thread-locally; the events are
+        // live; the graph is ended on every path below.
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                s,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+            .result()?
+        };
+        let captured = (|| -> Result<()> {
+            let mut p = 0usize;
+            for (l, mark) in marks.iter().enumerate().take(levels) {
+                // SAFETY: a live event and the capturing stream: an event-record node.
+                unsafe { sys::cuEventRecordWithFlags(mark.cu_event(), s, external).result()? };
+                gpu.prepare(1 - p, l as i32)?;
+                expand(p)?;
+                p = 1 - p;
+            }
+            // SAFETY: as above.
+            unsafe { sys::cuEventRecordWithFlags(marks[levels].cu_event(), s, external).result()? };
+            Ok(())
+        })();
+        // SAFETY: the capture begun above; its graph is owned by `r` (destroyed in drop).
+        let ended = unsafe { sys::cuStreamEndCapture(s, &mut r.graph).result() };
+        captured?;
+        ended?;
+        // SAFETY: a graph just captured; the executable is owned by `r`.
+        unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut r.exec, r.graph, 0).result()?;
+            sys::cuGraphUpload(r.exec, s).result()?;
+        }
+        Ok(r)
+    }
+
+    fn launch(&self, gpu: &Gpu) -> Result<()> {
+        // SAFETY: a live executable graph and a live stream of its context.
+        unsafe { sys::cuGraphLaunch(self.exec, gpu.stream.cu_stream()).result()? };
+        Ok(())
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        // SAFETY: owned handles, null or live; nothing launches them after this.
+        unsafe {
+            if !self.exec.is_null() {
+                let _ = sys::cuGraphExecDestroy(self.exec);
+            }
+            if !self.graph.is_null() {
+                let _ = sys::cuGraphDestroy(self.graph);
+            }
+        }
+    }
 }
 
 const BLOCK: u32 = 256;
@@ -343,34 +427,82 @@ fn main() -> Result<()> {
         .collect::<sized_readback::Result<_>>()?;
     let sized_build_us = t1.elapsed().as_secs_f64() * 1e6;
 
-    let ways = ["sync", "over", "sized"];
+    let all_ways = ["sync", "over", "sized", "over-graph", "sized-graph"];
+    let ways: Vec<&str> = all_ways
+        .iter()
+        .copied()
+        .filter(|w| args.only.as_deref().is_none_or(|o| o == *w))
+        .collect();
+    ensure!(!ways.is_empty(), "--only takes one of {all_ways:?}");
     let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let new_marks = || -> Result<Vec<CudaEvent>> {
+        Ok((0..=levels)
+            .map(|_| ctx.new_event(timing))
+            .collect::<Result<_, _>>()?)
+    };
+    // The graph ways: every level recorded once; their marks are the graphs' event-record
+    // nodes. Declared after `sized`, so dropped before it, as `record`'s contract asks.
+    let mut replays: Vec<Option<(Replay, Vec<CudaEvent>)>> = Vec::new();
+    for way in &ways {
+        replays.push(match *way {
+            "over-graph" => {
+                let marks = new_marks()?;
+                let r = Replay::capture(&gpu, levels, &marks, |p| {
+                    gpu.launch_expand(gpu.stream.cu_stream(), p as i32, m.div_ceil(TILE))
+                })?;
+                Some((r, marks))
+            }
+            "sized-graph" => {
+                let marks = new_marks()?;
+                let s = gpu.stream.cu_stream();
+                // SAFETY: `s` is capturing (inside Replay::capture); the sized launches outlive
+                // the graph (dropped after `replays`), as do the BFS buffers its bodies use.
+                let r = Replay::capture(&gpu, levels, &marks, |p| unsafe { sized[p].record(s) })?;
+                Some((r, marks))
+            }
+            _ => None,
+        });
+    }
     let mut per_level: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); levels]; ways.len()];
     let mut whole: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
     let mut wrong = 0usize;
     for rep in 0..args.repeats + 2 {
         for (w, way) in ways.iter().enumerate() {
             gpu.reset(&g, root)?;
-            let marks: Vec<CudaEvent> = (0..=levels)
-                .map(|_| ctx.new_event(timing))
-                .collect::<Result<_, _>>()?;
-            let mut p = 0usize;
-            for (l, mark) in marks.iter().enumerate().take(levels) {
-                mark.record(&gpu.stream)?;
-                gpu.prepare(1 - p, l as i32)?;
-                match *way {
-                    "sync" => {
-                        let e = gpu.read_edges(p)?;
-                        gpu.launch_expand(gpu.stream.cu_stream(), p as i32, e.div_ceil(TILE))?;
-                    }
-                    "over" => {
-                        gpu.launch_expand(gpu.stream.cu_stream(), p as i32, m.div_ceil(TILE))?
-                    }
-                    _ => drop(sized[p].enqueue(&gpu.stream)?),
+            let stream_marks;
+            let marks: &[CudaEvent] = match &replays[w] {
+                Some((replay, marks)) => {
+                    replay.launch(&gpu)?;
+                    marks
                 }
-                p = 1 - p;
-            }
-            marks[levels].record(&gpu.stream)?;
+                None => {
+                    stream_marks = new_marks()?;
+                    let mut p = 0usize;
+                    for (l, mark) in stream_marks.iter().enumerate().take(levels) {
+                        mark.record(&gpu.stream)?;
+                        gpu.prepare(1 - p, l as i32)?;
+                        match *way {
+                            "sync" => {
+                                let e = gpu.read_edges(p)?;
+                                gpu.launch_expand(
+                                    gpu.stream.cu_stream(),
+                                    p as i32,
+                                    e.div_ceil(TILE),
+                                )?;
+                            }
+                            "over" => gpu.launch_expand(
+                                gpu.stream.cu_stream(),
+                                p as i32,
+                                m.div_ceil(TILE),
+                            )?,
+                            _ => drop(sized[p].enqueue(&gpu.stream)?),
+                        }
+                        p = 1 - p;
+                    }
+                    stream_marks[levels].record(&gpu.stream)?;
+                    &stream_marks
+                }
+            };
             gpu.stream.synchronize()?;
             if rep >= 2 {
                 for l in 0..levels {
@@ -397,16 +529,51 @@ fn main() -> Result<()> {
             percentile(&whole[w], 0.5)
         );
     }
-    let (sync, over, sz) = (
-        p50(0, median_level),
-        p50(1, median_level),
-        p50(2, median_level),
-    );
+    let at_median = |way: &str| {
+        ways.iter()
+            .position(|w| *w == way)
+            .map(|w| p50(w, median_level))
+    };
+    let line: Vec<String> = ways
+        .iter()
+        .map(|w| format!("{w} {:.2}", at_median(w).unwrap()))
+        .collect();
     println!(
-        "median level {median_level}: sync {sync:.2} over {over:.2} sized {sz:.2} us; sized / sync {:.3}, sized / over {:.3}; wrong levels {wrong}",
-        sz / sync,
-        sz / over
+        "median level {median_level}: {} us; wrong levels {wrong}",
+        line.join(", ")
     );
+    // Each sized way against host sync and against the better over-launch.
+    let best_over = match (at_median("over"), at_median("over-graph")) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut ratios: Vec<(String, f64, f64, &str)> = Vec::new();
+    for sized_way in ["sized", "sized-graph"] {
+        let Some(sz) = at_median(sized_way) else {
+            continue;
+        };
+        if let Some(sync) = at_median("sync") {
+            ratios.push((
+                format!(
+                    "time per level at the median frontier: {sized_way} / host sync + exact launch"
+                ),
+                sz / sync,
+                0.8,
+                "<=",
+            ));
+        }
+        if let Some(over) = best_over {
+            ratios.push((
+                format!("time per level at the median frontier: {sized_way} / over-launch + early exit (the better of over and over-graph)"),
+                sz / over,
+                1.0,
+                "<=",
+            ));
+        }
+    }
+    for (name, r, _, _) in &ratios {
+        println!("{name}: {r:.3}");
+    }
     let ways_json: Vec<String> = ways
         .iter()
         .enumerate()
@@ -432,15 +599,26 @@ fn main() -> Result<()> {
             r#"{{"name": "{name}", "measured": {measured:.3}, "limit": {limit}, "comparison": "{cmp}", "holds": {holds}, "why": null}}"#
         )
     };
+    let mut targets = vec![t(
+        "vertices at a level other than the host BFS's, over every run of every way",
+        wrong as f64,
+        0.0,
+        "<=",
+    )];
+    targets.extend(
+        ratios
+            .iter()
+            .map(|(name, r, limit, cmp)| t(name, *r, *limit, cmp)),
+    );
     let record = format!(
         r#"{{
  "date": "{date}",
  "commit": "{commit}",
  "machine": "{machine}",
- "command": "example-bfs --scale {scale} --repeats {repeats}",
- "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges three ways (sync: count to the host and exact grid; over: every edge's grid; sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us); per level the time between consecutive level-start events, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
+ "command": "example-bfs --scale {scale} --repeats {repeats}{only}",
+ "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: every edge's grid; sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level the time between consecutive level-start events (event-record nodes in the graphs), p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
  "ways": [{ways}],
- "targets": [{t0}, {t1}, {t2}]
+ "targets": [{targets}]
 }}
 "#,
         date = std::env::var("SRB_DATE").unwrap_or_default(),
@@ -448,25 +626,13 @@ fn main() -> Result<()> {
         machine = std::env::var("SRB_MACHINE").unwrap_or_default(),
         scale = args.scale,
         repeats = args.repeats,
+        only = args
+            .only
+            .as_deref()
+            .map(|o| format!(" --only {o}"))
+            .unwrap_or_default(),
         ways = ways_json.join(", "),
-        t0 = t(
-            "vertices at a level other than the host BFS's, over every run of every way",
-            wrong as f64,
-            0.0,
-            "<="
-        ),
-        t1 = t(
-            "time per level at the median frontier: sized / host sync + exact launch",
-            sz / sync,
-            0.8,
-            "<="
-        ),
-        t2 = t(
-            "time per level at the median frontier: sized / over-launch + early exit",
-            sz / over,
-            1.0,
-            "<="
-        ),
+        targets = targets.join(", "),
     );
     if let Some(p) = args.out {
         std::fs::write(&p, record).with_context(|| p.display().to_string())?;

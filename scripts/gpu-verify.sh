@@ -24,12 +24,14 @@
 #              installed with pip --target, its whole pytest suite (torch, CuPy, JAX, Numba), the
 #              CuPy append example, the binding's profile (python/bench/profile_binding.py) and the
 #              benchmark (python/bench/bench.py); their JSON in verify.tgz, under python/
+#   pytest     the Python package's wheel and its whole pytest suite only
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
 #              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
 #   sized      the sized launch measured: the seed's loop with its next kernel sized
 #              (example-sized_loop, capacities 1M and 16K) and three consecutive runs of the BFS
-#              on SizedLaunch (example-bfs, scale 22); their JSON records in verify.tgz, under
-#              sized/
+#              on SizedLaunch (example-bfs, scale 22), and the host's synchronizing calls per
+#              BFS level counted from nsys traces (scripts/bfs-host-syncs.sh); their JSON
+#              records in verify.tgz, under sized/
 # Writes $OUT/summary.txt and $OUT/verify.tgz (every log, and each harness run's table, JSON and
 # plot). Exits non-zero if anything failed.
 set -u
@@ -113,6 +115,9 @@ for ph in "${phases[@]}"; do
       done ;;
     bench)
       step bench .gpu/bin/bench-readback --bench ;;
+    pytest)
+      step py-install python3 -m pip install --no-deps --no-index --target "$work/pysite" .gpu/wheels/sized_readback-*.whl
+      step py-tests env PYTHONPATH="$work/pysite" SRB_REQUIRE_GPU=1 python3 -m pytest python/tests -rs -q ;;
     python)
       pyt="$work/pysite"
       step py-install python3 -m pip install --no-deps --no-index --target "$pyt" .gpu/wheels/sized_readback-*.whl
@@ -129,8 +134,12 @@ for ph in "${phases[@]}"; do
       step sized-loop-16k "${rec[@]}" .gpu/bin/example-sized_loop --capacity 16384 --out "$work/sized/sized_loop_16k.json"
       for r in 1 2 3; do
         step "bfs-$r" "${rec[@]}" .gpu/bin/example-bfs --scale 22 --repeats 10 --out "$work/sized/bfs-$r.json"
-        grep -E '^median level' "$work/bfs-$r.log" | sed "s/^/bfs-$r: /" >> "$summary"
-      done ;;
+        grep -E '^(median level|time per level)' "$work/bfs-$r.log" | sed "s/^/bfs-$r: /" >> "$summary"
+      done
+      step bfs-host-syncs "${rec[@]}" OUT="$work/sized/syncs" bash scripts/bfs-host-syncs.sh 20 3
+      grep -E 'per level' "$work/bfs-host-syncs.log" | sed 's/^/bfs-host-syncs: /' >> "$summary"
+      cp "$work/sized/syncs/bfs-host-syncs.json" "$work/sized/" 2>/dev/null
+      rm -f "$work"/sized/syncs/*.nsys-rep ;;
     mpi)
       step mpi env OUT="$work" bash scripts/mpi-runs.sh
       sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
