@@ -18,7 +18,7 @@ out="${OUT:-/tmp/srb-bfs-syncs}"
 scale="${1:-20}"
 repeats="${2:-3}"
 mkdir -p "$out"
-nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)"
+nsys="$(command -v nsys || find /usr/local /opt /usr/lib /usr/bin -name nsys -type f -perm -u+x 2>/dev/null | sort | tail -n 1)"
 [ -x "$nsys" ] || { echo "bfs-host-syncs: nsys not found" >&2; exit 2; }
 for way in over sync sized sized-graph; do
   "$nsys" profile -t cuda -o "$out/bfs-$way" -f true \

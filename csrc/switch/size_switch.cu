@@ -5,10 +5,12 @@
 // negative, past the last class or of an unknown kind selects no body (the value `classes` is
 // past the switch's last body: the driver runs none).
 //
-// The outcome goes to one status entry of pinned mapped host memory, written like a slot's
-// trailer: raw count, status bits and class first, then fence.sc.sys (__threadfence_system),
-// then `seq` with one aligned 8-byte volatile store, so that a host that reads the new `seq`
-// with acquire semantics reads the rest of the entry as this kernel wrote it.
+// The outcome goes to one status entry of pinned mapped host memory: raw count, status bits,
+// class and the launch's `seq`. The host reads an entry only after an event that follows the
+// whole launch has completed (SizedTicket::wait, or a synchronized replay), which makes every
+// store of the kernel visible to it; so no system-scope fence orders the stores here, where it
+// would delay the body by a wait on PCIe. `seq` tells the host whether the entry is still its
+// launch's (a launch 256 later reuses it).
 //
 // Included after pack_switch.cu in the switch image set's one translation unit: it uses
 // pack.cu's srb_read_count_at and cudaGraphSetConditional's declaration.
@@ -55,6 +57,5 @@ extern "C" __global__ void srb_size_switch(const srb_size_switch_params p,
     s->raw = raw;
     s->status = status;
     s->klass = k;
-    __threadfence_system();
-    *reinterpret_cast<volatile uint64_t*>(&s->seq) = p.seq;
+    s->seq = p.seq;
 }

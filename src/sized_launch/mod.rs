@@ -435,6 +435,8 @@ impl Launch {
     }
 
     fn recorded_outcome(&self) -> Result<Option<LaunchOutcome>> {
+        // The caller synchronized the replay: read after it.
+        fence(Ordering::Acquire);
         let e = self.entry(RING);
         if e.seq != u64::MAX {
             return Ok(None);
@@ -442,16 +444,15 @@ impl Launch {
         self.decode(e, RING, u64::MAX).map(Some)
     }
 
-    /// The status entry `i`, as the host reads it (`seq` with acquire order first).
+    /// The status entry `i`, as the host reads it once an event after the launch completed
+    /// (which made every store of the setter visible; the callers' acquire fence orders this
+    /// read after that completion).
     fn entry(&self, i: u64) -> SizeStatus {
         let base = self.status.host_ptr() as usize + i as usize * size_of::<SizeStatus>();
         // SAFETY: inside the status buffer (RING + 1 entries), 8-aligned (pinned memory is
-        // page-aligned, entries 32 bytes); the device writes seq last after a system fence.
-        let seq = unsafe { &*((base + 16) as *const AtomicU64) }.load(Ordering::Acquire);
-        // SAFETY: as above; read after seq, with acquire order.
-        let mut e = unsafe { std::ptr::read_volatile(base as *const SizeStatus) };
-        e.seq = seq;
-        e
+        // page-aligned, entries 32 bytes); a volatile read, as the device may rewrite the
+        // entry for a launch RING later (the caller checks for that).
+        unsafe { std::ptr::read_volatile(base as *const SizeStatus) }
     }
 
     fn entry_device(&self, i: u64) -> u64 {

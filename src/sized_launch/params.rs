@@ -16,7 +16,7 @@ pub(crate) struct SizeSwitchParams {
     pub(crate) n_max: [u64; CLASSES_MAX],
 }
 
-/// `srb_size_status`: one launch's outcome in pinned mapped host memory, `seq` stored last.
+/// `srb_size_status`: one launch's outcome in pinned mapped host memory, read after the launch.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SizeStatus {
