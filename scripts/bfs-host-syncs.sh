@@ -24,8 +24,13 @@ for way in over sync sized sized-graph; do
   "$nsys" profile -t cuda -o "$out/bfs-$way" -f true \
     .gpu/bin/example-bfs --scale "$scale" --repeats "$repeats" --only "$way" \
     > "$out/bfs-$way.log" 2>&1 || { echo "bfs-host-syncs: $way failed" >&2; cat "$out/bfs-$way.log"; exit 1; }
-  "$nsys" stats -q -r cuda_api_sum -f csv "$out/bfs-$way.nsys-rep" > "$out/bfs-$way-api.csv" 2>&1
-  rm -f "$out/bfs-$way.sqlite"
+  "$nsys" stats --force-export=true -r cuda_api_sum -f csv -o "$out/bfs-$way" "$out/bfs-$way.nsys-rep" \
+    > "$out/bfs-$way-stats.log" 2>&1
+  csv="$(ls "$out"/bfs-"$way"*cuda_api_sum*.csv 2>/dev/null | head -n 1)"
+  [ -n "$csv" ] && mv "$csv" "$out/bfs-$way-api.csv"
+  echo "bfs-host-syncs: $way: $(wc -l < "$out/bfs-$way-api.csv" 2>/dev/null) lines of API summary"
+  head -n 3 "$out/bfs-$way-api.csv" 2>/dev/null; tail -n 3 "$out/bfs-$way-stats.log"
+  rm -f "$out/bfs-$way.sqlite" "$out/bfs-$way.nsys-rep"
 done
 python3 - "$out" "$scale" "$repeats" <<'EOF'
 import csv, json, os, re, subprocess, sys
@@ -35,11 +40,19 @@ blocking = re.compile(r"^cu(StreamSynchronize|EventSynchronize|CtxSynchronize|Me
 def counts(way):
     calls = {}
     with open(f"{out}/bfs-{way}-api.csv") as f:
-        lines = [l for l in f if l.count(",") >= 3]
-    for row in csv.DictReader(lines):
-        name = row.get("Name", "")
+        rows = list(csv.reader(f))
+    # The header is the row naming the columns; the calls column is named "Num Calls" (or so).
+    head = next(i for i, r in enumerate(rows) if "Name" in r and any("Calls" in c for c in r))
+    name_col = rows[head].index("Name")
+    calls_col = next(i for i, c in enumerate(rows[head]) if "Calls" in c)
+    for r in rows[head + 1:]:
+        if len(r) <= max(name_col, calls_col):
+            continue
+        name = r[name_col]
         if blocking.match(name):
-            calls[name] = calls.get(name, 0) + int(row["Num Calls"])
+            calls[name] = calls.get(name, 0) + int(r[calls_col].replace(",", ""))
+    if not rows[head + 1:]:
+        raise SystemExit(f"{way}: an empty API summary")
     return calls
 log = open(f"{out}/bfs-sync.log").read()
 levels = int(re.search(r"(\d+) levels", log).group(1))

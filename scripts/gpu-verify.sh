@@ -139,7 +139,7 @@ for ph in "${phases[@]}"; do
       step bfs-host-syncs "${rec[@]}" OUT="$work/sized/syncs" bash scripts/bfs-host-syncs.sh 20 3
       grep -E 'per level' "$work/bfs-host-syncs.log" | sed 's/^/bfs-host-syncs: /' >> "$summary"
       cp "$work/sized/syncs/bfs-host-syncs.json" "$work/sized/" 2>/dev/null
-      rm -f "$work"/sized/syncs/*.nsys-rep ;;
+      find "$work/sized/syncs" -type f ! -name '*.csv' ! -name '*.json' ! -name '*.log' -delete 2>/dev/null ;;
     mpi)
       step mpi env OUT="$work" bash scripts/mpi-runs.sh
       sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
