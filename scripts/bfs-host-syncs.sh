@@ -1,59 +1,53 @@
 #!/usr/bin/env bash
 # bfs-host-syncs.sh: counts the host's synchronizing driver calls in the BFS's level loop, per
-# way, from an nsys trace of the CUDA API (issue 36: no host synchronization per level).
+# way (issue 36: no host synchronization per level).
 #
 # On the GPU host, from the project root, after cargo xtask stage:
 #   OUT=dir bash scripts/bfs-host-syncs.sh [SCALE] [REPEATS]
-# Runs .gpu/bin/example-bfs --only WAY under `nsys profile -t cuda` for over, sync, sized and
-# sized-graph, and counts the calls that block the host on the device (stream, event and
-# context synchronize, synchronous copies, and the queries a polling wait would make). Every
-# run makes the same few outside its level loop (setup, reset, the end, the check's copy); the
-# over-launch makes none inside it (launches only), so a way's count less over's, over
-# (runs x levels), is its synchronizations per level. The sync way is the control: one per
-# level (its copy's synchronize).
-# Writes $OUT/bfs-host-syncs.json (a record with targets) and each trace's table.
+# Runs .gpu/bin/example-bfs --only WAY for over, sync, sized and sized-graph with
+# scripts/sync_count_inject.c injected into the driver (CUDA_INJECTION64_PATH; CUPTI's
+# driver-API callbacks), which counts the calls that block the host on the device (stream,
+# event and context synchronize, synchronous copies, and the queries a polling wait would
+# make). Every run makes the same few outside its level loop (setup, reset, the end, the
+# check's copy); the over-launch makes none inside it (launches only), so a way's count less
+# over's, over (runs x levels), is its synchronizations per level. The sync way is the
+# control: one per level (its copy's synchronize). (nsys was the first try: the GPU host's
+# nsys 2025 writes a .qdstrm it cannot import, so it gives no report.)
+# The injection library: $SRB_SYNCCOUNT_DIR/libsynccount.so (with libcupti.so.* beside it) if
+# set, else built here with gcc against the toolkit's CUPTI.
+# Writes $OUT/bfs-host-syncs.json (a record with targets) and each way's counts.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${OUT:-/tmp/srb-bfs-syncs}"
 scale="${1:-20}"
 repeats="${2:-3}"
 mkdir -p "$out"
-nsys="$(command -v nsys || find /usr/local /opt /usr/lib /usr/bin -name nsys -type f -perm -u+x 2>/dev/null | sort | tail -n 1)"
-[ -x "$nsys" ] || { echo "bfs-host-syncs: nsys not found" >&2; exit 2; }
+if [ -n "${SRB_SYNCCOUNT_DIR:-}" ] && [ -f "$SRB_SYNCCOUNT_DIR/libsynccount.so" ]; then
+  lib="$(cd "$SRB_SYNCCOUNT_DIR" && pwd)/libsynccount.so"; libdir="$(dirname "$lib")"
+else
+  cuda="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")"
+  inc="$(dirname "$(find "$cuda" /usr/local/cuda* -name cupti.h 2>/dev/null | head -n 1)")"
+  libdir="$(dirname "$(find "$cuda" /usr/local/cuda* -name 'libcupti.so*' 2>/dev/null | head -n 1)")"
+  lib="$out/libsynccount.so"
+  gcc -shared -fPIC -O2 -I"$cuda/include" -I"$inc" scripts/sync_count_inject.c -L"$libdir" -lcupti \
+    -o "$lib" || { echo "bfs-host-syncs: could not build the injection library" >&2; exit 2; }
+fi
+echo "bfs-host-syncs: injecting $lib (CUPTI from $libdir)"
 for way in over sync sized sized-graph; do
-  "$nsys" profile -t cuda -o "$out/bfs-$way" -f true \
-    .gpu/bin/example-bfs --scale "$scale" --repeats "$repeats" --only "$way" \
-    > "$out/bfs-$way.log" 2>&1 || { echo "bfs-host-syncs: $way failed" >&2; cat "$out/bfs-$way.log"; exit 1; }
-  "$nsys" stats --force-export=true -r cuda_api_sum -f csv -o "$out/bfs-$way" "$out/bfs-$way.nsys-rep" \
-    > "$out/bfs-$way-stats.log" 2>&1
-  csv="$(ls "$out"/bfs-"$way"*cuda_api_sum*.csv 2>/dev/null | head -n 1)"
-  [ -n "$csv" ] && mv "$csv" "$out/bfs-$way-api.csv"
-  echo "bfs-host-syncs: $way: $(wc -l < "$out/bfs-$way-api.csv" 2>/dev/null) lines of API summary"
-  head -n 3 "$out/bfs-$way-api.csv" 2>/dev/null; tail -n 3 "$out/bfs-$way-stats.log"
-  rm -f "$out/bfs-$way.sqlite" "$out/bfs-$way.nsys-rep"
+  CUDA_INJECTION64_PATH="$lib" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    SRB_SYNC_COUNT_OUT="$out/bfs-$way-calls.json" \
+    .gpu/bin/example-bfs --scale "$scale" --repeats "$repeats" --only "$way" > "$out/bfs-$way.log" 2>&1 \
+    || { echo "bfs-host-syncs: $way failed" >&2; tail -n 5 "$out/bfs-$way.log"; exit 1; }
+  echo "bfs-host-syncs: $way: $(cat "$out/bfs-$way-calls.json" 2>/dev/null)"
 done
 python3 - "$out" "$scale" "$repeats" <<'EOF'
-import csv, json, os, re, subprocess, sys
+import json, os, re, sys
 out, scale, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-# Calls that make the host wait for the device, or that a polling wait would make.
-blocking = re.compile(r"^cu(StreamSynchronize|EventSynchronize|CtxSynchronize|MemcpyDtoH|MemcpyHtoD|Memcpy(_v2)?$|StreamQuery|EventQuery)")
 def counts(way):
-    calls = {}
-    with open(f"{out}/bfs-{way}-api.csv") as f:
-        rows = list(csv.reader(f))
-    # The header is the row naming the columns; the calls column is named "Num Calls" (or so).
-    head = next(i for i, r in enumerate(rows) if "Name" in r and any("Calls" in c for c in r))
-    name_col = rows[head].index("Name")
-    calls_col = next(i for i, c in enumerate(rows[head]) if "Calls" in c)
-    for r in rows[head + 1:]:
-        if len(r) <= max(name_col, calls_col):
-            continue
-        name = r[name_col]
-        if blocking.match(name):
-            calls[name] = calls.get(name, 0) + int(r[calls_col].replace(",", ""))
-    if not rows[head + 1:]:
-        raise SystemExit(f"{way}: an empty API summary")
-    return calls
+    rec = json.load(open(f"{out}/bfs-{way}-calls.json"))
+    if rec["driver_calls"] == 0:
+        raise SystemExit(f"{way}: the injection saw no driver call")
+    return {k: v for k, v in rec["blocking"].items() if v}
 log = open(f"{out}/bfs-sync.log").read()
 levels = int(re.search(r"(\d+) levels", log).group(1))
 runs = repeats + 2
@@ -63,14 +57,14 @@ per_level = {w: (total[w] - total["over"]) / (runs * levels) for w in ways}
 for w in ways:
     print(f"{w:12} blocking calls {total[w]:5} {ways[w]}  per level {per_level[w]:.3f}")
 def target(w, limit):
-    return {"name": f"host synchronizing calls per BFS level, {w} (nsys cuda_api_sum)",
+    return {"name": f"host synchronizing calls per BFS level, {w} (CUPTI driver-API count)",
             "measured": per_level[w], "limit": limit, "comparison": "<=",
             "holds": per_level[w] <= limit, "why": None}
 record = {
     "date": os.environ.get("SRB_DATE", ""), "commit": os.environ.get("SRB_COMMIT", "unknown"),
     "machine": os.environ.get("SRB_MACHINE", ""),
     "command": f"scripts/bfs-host-syncs.sh {scale} {repeats}",
-    "note": f"example-bfs --scale {scale} --repeats {repeats} --only WAY under nsys profile -t cuda; {runs} BFS runs of {levels} levels per way; blocking calls counted: stream/event/context synchronize, synchronous copies, stream and event queries; per level: the way's count less the over-launch's (which launches only, in its loop), over runs x levels.",
+    "note": f"example-bfs --scale {scale} --repeats {repeats} --only WAY with scripts/sync_count_inject.c in the driver (CUDA_INJECTION64_PATH, CUPTI driver-API callbacks); {runs} BFS runs of {levels} levels per way; blocking calls counted: stream/event/context synchronize, synchronous copies, stream and event queries; per level: the way's count less the over-launch's (which launches only, in its loop), over runs x levels.",
     "calls": ways, "levels": levels, "runs": runs,
     "targets": [target("sized", 0.0), target("sized-graph", 0.0),
                 {"name": "host synchronizing calls per BFS level, sync (the control: the method sees its one per level)",
