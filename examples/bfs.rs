@@ -19,10 +19,12 @@
 //!
 //! `over` and `sized` take the number of levels from the host BFS (no read in the loop); a
 //! BFS that does not know its depth would put the level in a WHILE node. Per level: the time
-//! between consecutive levels' start events (recorded by event-record nodes in the graphs),
-//! p50 over `--repeats`; the level of the median frontier is the issue's yardstick, each sized
-//! way against the best of its rivals. `--only WAY` runs one way (for a trace of its API
-//! calls). Writes a JSON record (`--out`).
+//! between consecutive level starts, p50 over `--repeats`, read from the device clock by each
+//! level's prepare kernel (`--timing stamps`, the default: it adds no work) or from events
+//! recorded before each level (`--timing events`: a stream event, or in the graph ways an
+//! event-record node, work the BFS itself would not have). The level of the median frontier
+//! is the issue's yardstick, each sized way against the best of its rivals. `--only WAY` runs
+//! one way (to count its driver calls). Writes a JSON record (`--out`).
 //!
 //! ```text
 //! cargo run --release --example bfs -- --scale 22 --out results/mine/bfs.json
@@ -52,6 +54,11 @@ struct Args {
     /// Run only this way (sync, over, sized, over-graph, sized-graph).
     #[arg(long)]
     only: Option<String>,
+    /// How a level is timed: `stamps`, the device clock read by each level's prepare kernel
+    /// (adds no work); `events`, an event recorded before each level (a stream event, or an
+    /// event-record node in the graph ways: work the BFS would not have).
+    #[arg(long, default_value = "stamps", value_parser = ["stamps", "events"])]
+    timing: String,
 }
 
 /// A stream capture's graph, instantiated; destroyed before what it launches is dropped.
@@ -61,12 +68,12 @@ struct Replay {
 }
 
 impl Replay {
-    /// Captures `levels` levels on `gpu.stream`, each: an event-record node of `marks[l]`, the
-    /// prepare, then `expand(l, p)`; and `marks[levels]` after the last.
+    /// Captures `levels` levels on `gpu.stream`, each: an event-record node of `marks[l]` (if
+    /// any), the prepare, then `expand(p)`; after the last, the end's stamp and `marks[levels]`.
     fn capture(
         gpu: &Gpu,
         levels: usize,
-        marks: &[CudaEvent],
+        marks: Option<&[CudaEvent]>,
         mut expand: impl FnMut(usize) -> sized_readback::Result<()>,
     ) -> Result<Replay> {
         let s = gpu.stream.cu_stream();
@@ -86,15 +93,24 @@ impl Replay {
         };
         let captured = (|| -> Result<()> {
             let mut p = 0usize;
-            for (l, mark) in marks.iter().enumerate().take(levels) {
-                // SAFETY: a live event and the capturing stream: an event-record node.
-                unsafe { sys::cuEventRecordWithFlags(mark.cu_event(), s, external).result()? };
+            for l in 0..levels {
+                if let Some(marks) = marks {
+                    // SAFETY: a live event and the capturing stream: an event-record node.
+                    unsafe {
+                        sys::cuEventRecordWithFlags(marks[l].cu_event(), s, external).result()?
+                    };
+                }
                 gpu.prepare(1 - p, l as i32)?;
                 expand(p)?;
                 p = 1 - p;
             }
-            // SAFETY: as above.
-            unsafe { sys::cuEventRecordWithFlags(marks[levels].cu_event(), s, external).result()? };
+            gpu.prepare(1 - p, levels as i32)?;
+            if let Some(marks) = marks {
+                // SAFETY: as above.
+                unsafe {
+                    sys::cuEventRecordWithFlags(marks[levels].cu_event(), s, external).result()?
+                };
+            }
             Ok(())
         })();
         // SAFETY: the capture begun above; its graph is owned by `r` (destroyed in drop).
@@ -245,6 +261,8 @@ struct Gpu {
     dev: Dev,
     _buffers: Vec<DeviceBuffer>,
     host_count: PinnedBuffer,
+    /// levels + 1 device timestamps (ns), one per prepare: each level's start, then the end.
+    stamps: DeviceBuffer,
 }
 
 impl Gpu {
@@ -269,19 +287,23 @@ impl Gpu {
         // graph; a live stream of the context.
         unsafe { self.expand.launch(stream, shape, &mut args) }
     }
+    /// Level `l`'s prepare (or, with `l` = levels, the end's stamp).
     fn prepare(&self, next: usize, l: i32) -> Result<()> {
         let (mut c, mut d, mut l) = (self.count(next), self.dev.0[9], l);
-        let mut args: [*mut c_void; 3] = [
+        let mut t = self.stamps.ptr();
+        let mut args: [*mut c_void; 4] = [
             (&mut c as *mut u64).cast(),
             (&mut d as *mut u64).cast(),
             (&mut l as *mut i32).cast(),
+            (&mut t as *mut u64).cast(),
         ];
         let shape = LaunchShape {
             grid: 1,
             block: 32,
             programmatic: false,
         };
-        // SAFETY: srbt_bfs_prepare(uint64_t*, int32_t*, int).
+        // SAFETY: srbt_bfs_prepare(uint64_t*, int32_t*, int, uint64_t*); l <= levels, and
+        // stamps holds levels + 1.
         unsafe {
             self.prepare
                 .launch(self.stream.cu_stream(), shape, &mut args)?
@@ -404,6 +426,7 @@ fn main() -> Result<()> {
         expand: kernels.function("srbt_bfs_expand")?,
         prepare: kernels.function("srbt_bfs_prepare")?,
         host_count: PinnedBuffer::new(&ctx, 64, false)?,
+        stamps: DeviceBuffer::new_zeroed(&ctx, 8 * (levels + 1))?,
         ctx: ctx.clone(),
         stream,
         dev,
@@ -434,35 +457,47 @@ fn main() -> Result<()> {
         .filter(|w| args.only.as_deref().is_none_or(|o| o == *w))
         .collect();
     ensure!(!ways.is_empty(), "--only takes one of {all_ways:?}");
+    let events = args.timing == "events";
     let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
     let new_marks = || -> Result<Vec<CudaEvent>> {
         Ok((0..=levels)
             .map(|_| ctx.new_event(timing))
             .collect::<Result<_, _>>()?)
     };
-    // The graph ways: every level recorded once; their marks are the graphs' event-record
-    // nodes. Declared after `sized`, so dropped before it, as `record`'s contract asks.
+    // The graph ways: every level recorded once (with `--timing events`, their marks are the
+    // graphs' event-record nodes). Declared after `sized`, so dropped before it, as `record`'s
+    // contract asks.
     let mut replays: Vec<Option<(Replay, Vec<CudaEvent>)>> = Vec::new();
     for way in &ways {
+        let marks = if events { new_marks()? } else { Vec::new() };
+        let node_marks = events.then_some(marks.as_slice());
         replays.push(match *way {
-            "over-graph" => {
-                let marks = new_marks()?;
-                let r = Replay::capture(&gpu, levels, &marks, |p| {
+            "over-graph" => Some((
+                Replay::capture(&gpu, levels, node_marks, |p| {
                     gpu.launch_expand(gpu.stream.cu_stream(), p as i32, m.div_ceil(TILE))
-                })?;
-                Some((r, marks))
-            }
+                })?,
+                marks,
+            )),
             "sized-graph" => {
-                let marks = new_marks()?;
                 let s = gpu.stream.cu_stream();
                 // SAFETY: `s` is capturing (inside Replay::capture); the sized launches outlive
                 // the graph (dropped after `replays`), as do the BFS buffers its bodies use.
-                let r = Replay::capture(&gpu, levels, &marks, |p| unsafe { sized[p].record(s) })?;
+                let r =
+                    Replay::capture(&gpu, levels, node_marks, |p| unsafe { sized[p].record(s) })?;
                 Some((r, marks))
             }
             _ => None,
         });
     }
+    let mut stamps = vec![0u64; levels + 1];
+    // The device clock's step: the gcd of every level's time in ns (1000 if it ticks in µs).
+    let mut clock_step_ns = 0u64;
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
     let mut per_level: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); levels]; ways.len()];
     let mut whole: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
     let mut wrong = 0usize;
@@ -476,10 +511,13 @@ fn main() -> Result<()> {
                     marks
                 }
                 None => {
-                    stream_marks = new_marks()?;
+                    stream_marks = if events { new_marks()? } else { Vec::new() };
                     let mut p = 0usize;
-                    for (l, mark) in stream_marks.iter().enumerate().take(levels) {
-                        mark.record(&gpu.stream)?;
+                    for l in 0..levels {
+                        // Empty unless timed by events.
+                        if let Some(mark) = stream_marks.get(l) {
+                            mark.record(&gpu.stream)?;
+                        }
                         gpu.prepare(1 - p, l as i32)?;
                         match *way {
                             "sync" => {
@@ -499,16 +537,40 @@ fn main() -> Result<()> {
                         }
                         p = 1 - p;
                     }
-                    stream_marks[levels].record(&gpu.stream)?;
+                    gpu.prepare(1 - p, levels as i32)?;
+                    if let Some(mark) = stream_marks.get(levels) {
+                        mark.record(&gpu.stream)?;
+                    }
                     &stream_marks
                 }
             };
             gpu.stream.synchronize()?;
+            // SAFETY: levels + 1 u64 stamps into `stamps`; the stream synchronized above.
+            unsafe {
+                sys::cuMemcpyDtoH_v2(
+                    stamps.as_mut_ptr().cast(),
+                    gpu.stamps.ptr(),
+                    8 * (levels + 1),
+                )
+                .result()?
+            };
+            for d in stamps.windows(2).map(|t| t[1].wrapping_sub(t[0])) {
+                ensure!(d < 1 << 40, "level stamps out of order: {stamps:?}");
+                clock_step_ns = gcd(clock_step_ns, d);
+            }
             if rep >= 2 {
                 for l in 0..levels {
-                    per_level[w][l].push(marks[l].elapsed_ms(&marks[l + 1])? as f64 * 1e3);
+                    per_level[w][l].push(if events {
+                        marks[l].elapsed_ms(&marks[l + 1])? as f64 * 1e3
+                    } else {
+                        (stamps[l + 1] - stamps[l]) as f64 * 1e-3
+                    });
                 }
-                whole[w].push(marks[0].elapsed_ms(&marks[levels])? as f64 * 1e3);
+                whole[w].push(if events {
+                    marks[0].elapsed_ms(&marks[levels])? as f64 * 1e3
+                } else {
+                    (stamps[levels] - stamps[0]) as f64 * 1e-3
+                });
             }
             let mut got = vec![0i32; n];
             // SAFETY: n i32 levels at dev.0[2] into `got`; the stream synchronized above.
@@ -521,6 +583,9 @@ fn main() -> Result<()> {
         }
     }
     let p50 = |w: usize, l: usize| percentile(&per_level[w][l], 0.5);
+    if !events {
+        println!("device clock step {clock_step_ns} ns (the gcd of every level's time)");
+    }
     for (w, way) in ways.iter().enumerate() {
         let row: Vec<String> = (0..levels).map(|l| format!("{:.2}", p50(w, l))).collect();
         println!(
@@ -615,8 +680,8 @@ fn main() -> Result<()> {
  "date": "{date}",
  "commit": "{commit}",
  "machine": "{machine}",
- "command": "example-bfs --scale {scale} --repeats {repeats}{only}",
- "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: every edge's grid; sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level the time between consecutive level-start events (event-record nodes in the graphs), p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
+ "command": "example-bfs --scale {scale} --repeats {repeats} --timing {timing}{only}",
+ "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: every edge's grid; sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level {how}, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
  "ways": [{ways}],
  "targets": [{targets}]
 }}
@@ -631,6 +696,12 @@ fn main() -> Result<()> {
             .as_deref()
             .map(|o| format!(" --only {o}"))
             .unwrap_or_default(),
+        timing = args.timing,
+        how = if events {
+            "the time between consecutive level-start events (stream events; event-record nodes in the graph ways)".to_string()
+        } else {
+            format!("the time between consecutive level starts read from the device clock (%globaltimer, step {clock_step_ns} ns) by each level's prepare kernel, which every way runs, so timing adds no work; a last prepare after the last level stamps the end")
+        },
         ways = ways_json.join(", "),
         targets = targets.join(", "),
     );

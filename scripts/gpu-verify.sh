@@ -136,6 +136,9 @@ for ph in "${phases[@]}"; do
         step "bfs-$r" "${rec[@]}" .gpu/bin/example-bfs --scale 22 --repeats 10 --out "$work/sized/bfs-$r.json"
         grep -E '^(median level|time per level)' "$work/bfs-$r.log" | sed "s/^/bfs-$r: /" >> "$summary"
       done
+      # The same BFS timed by events before each level, as information beside the stamps.
+      step bfs-events "${rec[@]}" .gpu/bin/example-bfs --scale 22 --repeats 10 --timing events --out "$work/sized/bfs-events.json"
+      grep -E '^(median level|time per level)' "$work/bfs-events.log" | sed "s/^/bfs-events: /" >> "$summary"
       step bfs-host-syncs "${rec[@]}" OUT="$work/sized/syncs" bash scripts/bfs-host-syncs.sh 20 3
       grep -E 'per level' "$work/bfs-host-syncs.log" | sed 's/^/bfs-host-syncs: /' >> "$summary"
       cp "$work/sized/syncs/bfs-host-syncs.json" "$work/sized/" 2>/dev/null

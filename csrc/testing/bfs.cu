@@ -177,8 +177,15 @@ extern "C" __global__ void __launch_bounds__(SRBT_BFS_BLOCK) srbt_bfs_expand(con
     }
 }
 
-// Before level `l`: frontier `next` empty, the depth l.
-extern "C" __global__ void srbt_bfs_prepare(uint64_t* next_count, int32_t* depth, int l) {
+// Before level `l`: frontier `next` empty, the depth l; and, when `stamps` is not null, the
+// time it ran (%globaltimer, ns) in stamps[l]: the level's start, read on the device by a
+// kernel every level runs anyway, so timing adds no node to a graph or stream under test.
+extern "C" __global__ void srbt_bfs_prepare(uint64_t* next_count, int32_t* depth, int l, uint64_t* stamps) {
+    if (stamps != nullptr) {
+        uint64_t t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        stamps[l] = t;
+    }
     *next_count = 0;
     *depth = l;
 }
