@@ -251,9 +251,42 @@ pub struct Measurements {
     pub seed_trace: Vec<LoopTrace>,
     /// The seed's own callback.
     pub seed_callback: SeedCallback,
+    /// The seed's loop with its next step sized by the device count (issue 36), per capacity;
+    /// empty where the driver has no SWITCH nodes set from a kernel (before CUDA 12.8).
+    pub sized_step: Vec<SizedStep>,
+}
+
+/// The seed's loop with its next step sized by the device count, four ways, at one capacity
+/// (`sized_readback::testing::sized_loop`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SizedStep {
+    /// The largest count, and the over-launch's grid.
+    pub capacity: u64,
+    /// Steps per loop.
+    pub steps: usize,
+    /// Timed loops per way.
+    pub repeats: usize,
+    /// The median of the loop's counts (log-uniform in [1, capacity]).
+    pub median_count: u64,
+    /// The sized launch's classes.
+    pub classes: usize,
+    /// p50 over the loops of a loop's time over its steps, µs, by way.
+    pub p50_us: BTreeMap<&'static str, f64>,
+    /// p99 of the same.
+    pub p99_us: BTreeMap<&'static str, f64>,
+    /// Each way whose check step wrote the wrong items.
+    pub wrong: Vec<String>,
 }
 
 impl Measurements {
+    /// p50 per step of the sized step's `way` at capacity `cap`, µs.
+    pub fn sized_step_p50(&self, cap: u64, way: &str) -> Option<f64> {
+        self.sized_step
+            .iter()
+            .find(|s| s.capacity == cap)
+            .and_then(|s| s.p50_us.get(way).copied())
+    }
+
     /// p50 latency of `name` at (`cap`, `n`) of the main sweep, NaN if absent.
     pub fn p50(&self, cap: usize, n: usize, name: &str) -> f64 {
         at(&self.sweep, cap, n, name).map_or(f64::NAN, |x| x.latency_us.p50)

@@ -2,7 +2,7 @@
 //! every point and approach of the plan, and plausible H200-like numbers.
 use crate::data::{
     Costs, GridProbe, LoopResult, LoopTrace, Machine, Measurements, Point, Samples, SeedCallback,
-    Span,
+    SizedStep, Span,
 };
 use crate::plan::Args;
 use crate::stats::Summary;
@@ -221,5 +221,35 @@ pub fn measurements() -> Measurements {
             data_arrived: 0,
             hung: false,
         },
+        sized_step: [
+            (1u64 << 14, 19.0, 8.0, 13.5, 9.0),
+            (1 << 20, 22.0, 11.5, 14.0, 10.5),
+        ]
+        .into_iter()
+        .map(|(capacity, sync, over, sized, graph)| SizedStep {
+            capacity,
+            steps: 64,
+            repeats: 30,
+            median_count: capacity / 40,
+            classes: 8,
+            p50_us: [
+                ("sync", sync),
+                ("over", over),
+                ("sized", sized),
+                ("sized-graph", graph),
+            ]
+            .into_iter()
+            .collect(),
+            p99_us: [
+                ("sync", sync + 1.0),
+                ("over", over + 1.0),
+                ("sized", sized + 1.0),
+                ("sized-graph", graph + 1.0),
+            ]
+            .into_iter()
+            .collect(),
+            wrong: Vec::new(),
+        })
+        .collect(),
     }
 }

@@ -1,7 +1,7 @@
 //! Runs every section of the comparison on one GPU, in order: the latency sweep, the grid
-//! probe, the enqueue cost breakdown, the realistic producer, the seed's loop and, last, the
-//! seed's own callback (it may leave its stream stuck).
-use crate::data::{self, LoopResult, LoopTrace, Measurements, Point, Samples, M};
+//! probe, the enqueue cost breakdown, the realistic producer, the sized step, the seed's loop
+//! and, last, the seed's own callback (it may leave its stream stuck).
+use crate::data::{self, LoopResult, LoopTrace, Measurements, Point, Samples, SizedStep, M};
 use crate::plan::{Args, CAPACITIES};
 use crate::schedule::{self, Schedule};
 use crate::sweep::{self, Approach, Rig};
@@ -74,6 +74,9 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
     let append_cost = srig.append_host_cost(M, args.append_reps())?;
     drop(srig);
 
+    eprintln!("compare: sized step");
+    let sized_step = sized_step(ctx, args)?;
+
     eprintln!("compare: seed loop");
     let (busy, busy_append) = (
         module.function("hx_busy_produce")?,
@@ -101,7 +104,36 @@ pub fn run(ctx: &Arc<CudaContext>, args: &Args) -> Result<Measurements> {
         seed_loop,
         seed_trace,
         seed_callback,
+        sized_step,
     })
+}
+
+/// The seed's loop with its next step sized four ways, at each of the plan's capacities;
+/// nothing where the driver cannot build a sized launch.
+fn sized_step(ctx: &Arc<CudaContext>, args: &Args) -> Result<Vec<SizedStep>> {
+    let mut out = Vec::new();
+    for cap in Args::SIZED_STEP_CAPACITIES {
+        let run = match sized_readback::testing::sized_loop(ctx, cap, 64, args.sized_step_repeats())
+        {
+            Ok(run) => run,
+            Err(sized_readback::Error::SizedLaunchUnavailable { reason }) => {
+                eprintln!("compare: sized step skipped: {reason}");
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        out.push(SizedStep {
+            capacity: run.capacity,
+            steps: run.steps,
+            repeats: run.repeats,
+            median_count: run.median_count,
+            classes: run.classes,
+            p50_us: run.ways.iter().map(|w| (w.way, w.p50_us)).collect(),
+            p99_us: run.ways.iter().map(|w| (w.way, w.p99_us)).collect(),
+            wrong: run.wrong,
+        });
+    }
+    Ok(out)
 }
 
 /// The latency sweep: every approach at every point of the plan, a settle cycle and a timed

@@ -72,6 +72,9 @@ pub enum TargetId {
     /// The oracle measured the harness's way and the criterion bench's way: the larger p50
     /// over the smaller, worst point.
     OracleAgreement,
+    /// The seed's loop with its next step sized by the device count, at capacity `.2`: p50 per
+    /// step of way `.0` over way `.1` (ways of `sized_readback::testing::SIZED_LOOP_WAYS`).
+    SizedStep(&'static str, &'static str, u64),
 }
 
 /// A target's value, and the numbers behind it.
@@ -122,6 +125,16 @@ impl fmt::Display for TargetId {
                 f,
                 "seed loop {k} µs kernel / {c} µs CPU: {} cycles/s / sync",
                 a.name()
+            ),
+            TargetId::SizedStep(a, b, cap) => write!(
+                f,
+                "seed loop, next kernel sized by the device count, cap {}: {a} / {} p50 per step",
+                size(cap as usize),
+                match b {
+                    "sync" => "host sync + exact launch",
+                    "over" => "over-launch + early exit",
+                    _ => b,
+                }
             ),
             TargetId::Realistic(a, b, counts) => write!(
                 f,
@@ -221,6 +234,10 @@ impl TargetId {
             TargetId::Bandwidth16MOver(a, b) => {
                 let bw = sweep::bandwidth_16m(&m.sweep);
                 bandwidth_ratio(*bw.get(a.name())?, *bw.get(b.name())?)
+            }
+            TargetId::SizedStep(a, b, cap) => {
+                let (x, y) = (m.sized_step_p50(cap, a)?, m.sized_step_p50(cap, b)?);
+                value(x / y, format!("{x:.2} / {y:.2} µs"))
             }
             TargetId::SeedLoop(a, k, c) => {
                 let (k, c) = (f64::from(k), f64::from(c));

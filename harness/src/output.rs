@@ -4,7 +4,7 @@
 //! copy's floor, `bare_sized_graph`, and its targets), `table.txt` (the text report, dated) and
 //! `latency.svg` (the plot).
 use crate::data::{Costs, Evaluation, GridProbe, LoopResult, Machine, Measurements, Point};
-use crate::data::{LoopTrace, SeedCallback, Target};
+use crate::data::{LoopTrace, SeedCallback, SizedStep, Target};
 use crate::stats::Summary;
 use crate::{machine, plot, select, sweep};
 use anyhow::{Context, Result};
@@ -36,6 +36,8 @@ pub struct Record<'a> {
     pub enqueue_cost_breakdown: &'a Costs,
     pub variant_ratios: &'a [Target],
     pub pack_launch_shape_16m: &'a str,
+    /// The seed's loop with its next kernel sized by the device count (issue 36).
+    pub sized_step: &'a [SizedStep],
     pub targets: &'a [Target],
     pub notes: Vec<String>,
     pub elapsed_s: f64,
@@ -85,6 +87,7 @@ pub fn record<'a>(
         enqueue_cost_breakdown: &m.costs,
         variant_ratios: &e.variants,
         pack_launch_shape_16m: &m.shape16,
+        sized_step: &m.sized_step,
         targets: &e.targets,
         notes: notes(),
         elapsed_s,
@@ -194,15 +197,19 @@ mod tests {
 
         let our_keys: Vec<String> = top_keys(&json)
             .into_iter()
-            .filter(|k| k != "seed_trace")
+            .filter(|k| k != "seed_trace" && k != "sized_step")
             .collect();
         assert_eq!(our_keys, top_keys(COMMITTED));
         // Added since: the realistic producer's sized staged pack (issue 34), its rows and its
-        // two targets; the traced cycles of the seed loop (the timeline picture's source).
+        // two targets; the traced cycles of the seed loop (the timeline picture's source); the
+        // sized step (issue 36), its rows and its six variants.
         let added = "crate_pack_staged_sized";
+        let sized_step = "next kernel sized by the device count";
         let ours_paths: BTreeSet<String> = all_paths(&ours)
             .into_iter()
-            .filter(|p| !p.contains(added) && !p.starts_with("/seed_trace"))
+            .filter(|p| {
+                !p.contains(added) && !p.starts_with("/seed_trace") && !p.starts_with("/sized_step")
+            })
             .collect();
         assert_eq!(ours_paths, all_paths(&committed));
         // Changed since: the floor's guard against the oracle, re-derived once the floor took
@@ -226,12 +233,17 @@ mod tests {
         let limits: Vec<f64> = new.iter().map(|t| t.1).collect();
         assert_eq!(limits, [1.15, 1.10]);
         let mut want = targets_of(&committed, "variant_ratios");
-        let mut ours_variants = targets_of(&ours, "variant_ratios");
+        let (sized_variants, mut ours_variants): (Vec<_>, Vec<_>) =
+            targets_of(&ours, "variant_ratios")
+                .into_iter()
+                .partition(|t| t.0.contains(sized_step));
+        let limits: Vec<f64> = sized_variants.iter().map(|t| t.1).collect();
+        assert_eq!(limits, [0.8, 1.0, 0.8, 1.0, 0.8, 1.0]);
         let key = |t: &(String, f64, String)| t.0.clone();
         ours_variants.sort_by_key(key);
         want.sort_by_key(key);
         assert_eq!(ours_variants, want);
         assert_eq!(e.targets.len(), 28);
-        assert_eq!(e.variants.len(), 20);
+        assert_eq!(e.variants.len(), 26);
     }
 }

@@ -127,6 +127,18 @@ impl Args {
         }
     }
 
+    /// Timed loops per way of the sized step (64 steps each).
+    pub fn sized_step_repeats(&self) -> usize {
+        if self.quick {
+            6
+        } else {
+            30
+        }
+    }
+
+    /// The sized step's capacities.
+    pub const SIZED_STEP_CAPACITIES: [u64; 2] = [1 << 14, 1 << 20];
+
     /// Timed appends of the append host cost.
     pub fn append_reps(&self) -> usize {
         if self.quick {

@@ -94,6 +94,38 @@ pub fn text(m: &Measurements, e: &Evaluation) -> String {
         ]);
     }
     text.push_str(&align(&rows));
+    if !m.sized_step.is_empty() {
+        text.push_str(
+            "\nThe seed's loop with its next kernel sized by the device count (64 steps, counts \
+             log-uniform in [1, cap]): µs per step, p50/p99\n",
+        );
+        let ways = sized_readback::testing::SIZED_LOOP_WAYS;
+        let mut rows = vec![std::iter::once("cap (median count)".to_string())
+            .chain(ways.iter().map(|w| w.to_string()))
+            .chain(["check".to_string()])
+            .collect::<Vec<_>>()];
+        for s in &m.sized_step {
+            let mut row = vec![format!(
+                "{} ({})",
+                size(s.capacity as usize),
+                s.median_count
+            )];
+            for w in ways {
+                row.push(format!(
+                    "{:.2}/{:.2}",
+                    s.p50_us.get(w).copied().unwrap_or(f64::NAN),
+                    s.p99_us.get(w).copied().unwrap_or(f64::NAN)
+                ));
+            }
+            row.push(if s.wrong.is_empty() {
+                "right".into()
+            } else {
+                s.wrong.join("; ")
+            });
+            rows.push(row);
+        }
+        text.push_str(&align(&rows));
+    }
     let cb = &m.seed_callback;
     let _ = writeln!(
         text,
