@@ -1,5 +1,5 @@
 // bfs.cu: a level-synchronous BFS's expand, the sized launch's real consumer
-// (examples/bfs.rs; the probe it was measured as first: scripts/probes/bfs_sized_probe.cu).
+// (examples/bfs/; the probe it was measured as first: scripts/probes/bfs_sized_probe.cu).
 //
 // Top-down and edge-balanced (Merrill et al.; Gunrock's load-balanced advance): a level's work
 // is its frontier's edges, spread over threads, since R-MAT's hubs have 10^5..10^6 edges. A
@@ -20,7 +20,7 @@
 #define SRBT_BFS_TILE (SRBT_BFS_BLOCK * SRBT_BFS_ITEMS)
 #define SRBT_ONE_VERTEX (1ull << 32)
 
-// The BFS's device arrays (examples/bfs.rs mirrors it: ten 8-byte words).
+// The BFS's device arrays (examples/bfs/ mirrors it: ten 8-byte words).
 struct srbt_bfs {
     const int64_t* off;
     const int32_t* adj;

@@ -147,7 +147,7 @@ pub const SPECS: &[Spec] = &[
     // The baseline itself: the oracle, the harness's way against the criterion bench's.
     target(OracleAgreement, AtMost(1.10), W::OracleAgreement),
     // Issue 36: the seed's loop with its next kernel sized by the device count, beside its
-    // anchors (information: the issue's own targets are the BFS's, examples/bfs.rs).
+    // anchors (information: the issue's own targets are the BFS's, examples/bfs/).
     variant(SizedStep("sized-graph", "sync", 1 << 20), AtMost(0.8), W::SizedStep),
     variant(SizedStep("sized-graph", "over", 1 << 20), AtMost(1.0), W::SizedStep),
     variant(SizedStep("sized", "sync", 1 << 20), AtMost(0.8), W::SizedStep),
