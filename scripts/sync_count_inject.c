@@ -6,7 +6,11 @@
  * $SRB_SYNC_COUNT_OUT (stderr if unset).
  *
  * Counted: the calls that make the host wait on the device (stream, event and context
- * synchronize; the synchronous copies) and the queries a polling wait makes.
+ * synchronize; the synchronous copies; the allocation calls that synchronize implicitly), the
+ * queries a polling wait makes, the copies to the host (blocking when the destination is
+ * pageable) and the host functions a stream or graph calls back; each in its per-thread
+ * default-stream forms too. Not seen: a host spinning on mapped memory, which makes no driver
+ * call (the caller's code has to show there is none).
  *
  * Build (GPU host): gcc -shared -fPIC -O2 -I$CUDA/include -I$CUDA/extras/CUPTI/include
  *   sync_count_inject.c -L<dir of libcupti.so> -lcupti -o libsynccount.so
@@ -17,10 +21,16 @@
 #include <string.h>
 
 static const char* const kNames[] = {
-    "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize",
-    "cuMemcpy",            "cuMemcpyDtoH",       "cuMemcpyDtoH_v2",
-    "cuMemcpyHtoD",        "cuMemcpyHtoD_v2",    "cuMemcpyDtoD_v2",
-    "cuStreamQuery",       "cuEventQuery",
+    "cuStreamSynchronize",      "cuStreamSynchronize_ptsz", "cuEventSynchronize",
+    "cuCtxSynchronize",         "cuCtxSynchronize_v2",      "cuMemcpy",
+    "cuMemcpy_ptds",            "cuMemcpyDtoH",             "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoH_v2_ptds",     "cuMemcpyHtoD",             "cuMemcpyHtoD_v2",
+    "cuMemcpyHtoD_v2_ptds",     "cuMemcpyDtoD_v2",          "cuMemcpyDtoD_v2_ptds",
+    "cuMemcpyDtoHAsync_v2",     "cuMemcpyDtoHAsync_v2_ptsz", "cuStreamQuery",
+    "cuStreamQuery_ptsz",       "cuEventQuery",             "cuMemAlloc_v2",
+    "cuMemFree_v2",             "cuMemHostAlloc",           "cuMemAllocHost_v2",
+    "cuMemFreeHost",            "cuLaunchHostFunc",         "cuLaunchHostFunc_ptsz",
+    "cuStreamAddCallback",      "cuStreamAddCallback_ptsz",
 };
 #define NAMES (sizeof(kNames) / sizeof(kNames[0]))
 static unsigned long long counts[NAMES];

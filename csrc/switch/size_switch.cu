@@ -22,7 +22,7 @@
 struct srb_size_switch_params {
     uint64_t count_ptr;   // the count's device address
     uint64_t status_ptr;  // this launch's srb_size_status (a device address of mapped memory)
-    uint64_t seq;         // written last into the status entry
+    uint64_t seq;         // into the status entry: whose outcome it holds
     uint32_t count_kind;  // srb_count_kind
     uint32_t classes;     // bounds in n_max, 1..SRB_SIZE_CLASSES_MAX
     uint64_t n_max[SRB_SIZE_CLASSES_MAX];  // ascending; the last is the capacity
@@ -33,7 +33,7 @@ struct srb_size_status {
     uint64_t raw;      // the count as read, widened (sign-extended for signed kinds)
     uint32_t status;   // srb_status bits: OK, NEGATIVE, OVER_CAPACITY or BAD_COUNT_KIND
     uint32_t klass;    // the body that ran, or `classes` for none
-    uint64_t seq;      // the launch's sequence number, stored last
+    uint64_t seq;      // the launch's sequence number
     uint64_t reserved;
 };
 

@@ -1,5 +1,5 @@
 // bfs.cu: a level-synchronous BFS's expand, the sized launch's real consumer
-// (examples/bfs/; the probe it was measured as first: scripts/probes/bfs_sized_probe.cu).
+// (examples/bfs/; its stand-alone probe on the raw driver: scripts/probes/bfs_sized_probe.cu).
 //
 // Top-down and edge-balanced (Merrill et al.; Gunrock's load-balanced advance): a level's work
 // is its frontier's edges, spread over threads, since R-MAT's hubs have 10^5..10^6 edges. A

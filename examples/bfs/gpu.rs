@@ -29,6 +29,8 @@ pub(crate) struct Gpu {
     pub(crate) host_count: PinnedBuffer,
     /// levels + 1 device timestamps (ns), one per prepare: each level's start, then the end.
     pub(crate) stamps: DeviceBuffer,
+    /// Its length in bytes.
+    pub(crate) stamps_len: usize,
 }
 
 impl Gpu {
@@ -81,6 +83,9 @@ impl Gpu {
         let s = self.stream.cu_stream();
         // SAFETY: n i32 levels at dev.0[2]; the stream is live; then synchronized.
         unsafe { sys::cuMemsetD32Async(self.dev.0[2], u32::MAX, g.n, s).result()? };
+        // SAFETY: the stamps' bytes, on the same stream: a way that missed a stamp shows 0,
+        // never the previous run's.
+        unsafe { sys::cuMemsetD8Async(self.stamps.ptr(), 0, self.stamps_len, s).result()? };
         self.stream.synchronize()?;
         let deg = (g.off[root + 1] - g.off[root]) as u64;
         // SAFETY: into the arrays allocated for them (one value each), after the memset above.

@@ -236,6 +236,7 @@ pub fn measurements() -> Measurements {
                 ("sync", sync),
                 ("over", over),
                 ("sized", sized),
+                ("over-graph", over - 1.0),
                 ("sized-graph", graph),
             ]
             .into_iter()
@@ -244,6 +245,7 @@ pub fn measurements() -> Measurements {
                 ("sync", sync + 1.0),
                 ("over", over + 1.0),
                 ("sized", sized + 1.0),
+                ("over-graph", over),
                 ("sized-graph", graph + 1.0),
             ]
             .into_iter()

@@ -133,6 +133,7 @@ impl fmt::Display for TargetId {
                 match b {
                     "sync" => "host sync + exact launch",
                     "over" => "over-launch + early exit",
+                    "over-graph" => "over-launch + early exit, recorded into a graph",
                     _ => b,
                 }
             ),

@@ -149,11 +149,11 @@ pub const SPECS: &[Spec] = &[
     // Issue 36: the seed's loop with its next kernel sized by the device count, beside its
     // anchors (information: the issue's own targets are the BFS's, examples/bfs/).
     variant(SizedStep("sized-graph", "sync", 1 << 20), AtMost(0.8), W::SizedStep),
-    variant(SizedStep("sized-graph", "over", 1 << 20), AtMost(1.0), W::SizedStep),
+    variant(SizedStep("sized-graph", "over-graph", 1 << 20), AtMost(1.0), W::SizedStep),
     variant(SizedStep("sized", "sync", 1 << 20), AtMost(0.8), W::SizedStep),
     variant(SizedStep("sized", "over", 1 << 20), AtMost(1.0), W::SizedStep),
     variant(SizedStep("sized-graph", "sync", 1 << 14), AtMost(0.8), W::SizedStep),
-    variant(SizedStep("sized-graph", "over", 1 << 14), AtMost(1.0), W::SizedStep),
+    variant(SizedStep("sized-graph", "over-graph", 1 << 14), AtMost(1.0), W::SizedStep),
 ];
 
 impl Spec {

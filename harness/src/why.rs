@@ -401,7 +401,7 @@ impl Why {
                 };
                 let p = |w: &str| m.sized_step_p50(cap, w).unwrap_or(f64::NAN);
                 format!(
-                    "p50 per step at cap {}: sync {:.2} µs, over {:.2}, sized {:.2}, sized-graph {:.2}. \
+                    "p50 per step at cap {}: sync {:.2} µs, over {:.2}, sized {:.2}, over-graph {:.2}, sized-graph {:.2}. \
                      Enqueued per step, each step is a graph launch (setter + SWITCH), about 14 µs of \
                      device time whatever the count; recorded into the loop's graph only the setter \
                      node and the SWITCH's device-side launch remain per step. Over-launch of the \
@@ -410,6 +410,7 @@ impl Why {
                     p("sync"),
                     p("over"),
                     p("sized"),
+                    p("over-graph"),
                     p("sized-graph"),
                 )
             }

@@ -37,9 +37,9 @@
  * - Cost: finish() is one atomic round trip per block at its exit (the last block then writes
  *   the trailer), so launch a grid-stride loop as one wave of resident blocks (multiprocessors
  *   x resident blocks per multiprocessor) rather than one block per 256 items: on an H200, a
- *   selection of 1..4096 of 1M candidates appended in 1.01-1.03x the time of the same kernel
- *   writing to device memory, as one wave (results/2026-12-04/harness-e9af022); four waves
- *   cost 1.17-1.25x before blocks released at GPU scope (results/, harness).
+ *   selection of 1..4096 of 1M candidates appended in 0.99-1.03x the time of the same kernel
+ *   writing to device memory, as one wave (results/2026-12-04/harness-e9af022, -c21f208);
+ *   more waves cost more atomic round trips.
  *
  * Where rows go, for the grid's n-th appended row (0-based, n counted over the whole grid):
  * n < capacity: row n of the slot; capacity <= n < capacity + spill_capacity: row

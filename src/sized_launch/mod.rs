@@ -445,8 +445,9 @@ impl Launch {
     }
 
     /// The status entry `i`, as the host reads it once an event after the launch completed
-    /// (which made every store of the setter visible; the callers' acquire fence orders this
-    /// read after that completion).
+    /// (which made every store of the setter visible). The callers' acquire fence after the
+    /// driver's call is a CPU barrier for weakly ordered hosts; the call itself is opaque to
+    /// the compiler, so the reads cannot move before it.
     fn entry(&self, i: u64) -> SizeStatus {
         let base = self.status.host_ptr() as usize + i as usize * size_of::<SizeStatus>();
         // SAFETY: inside the status buffer (RING + 1 entries), 8-aligned (pinned memory is
@@ -604,8 +605,10 @@ impl SizedTicket {
             .run(deadline, || Ok(None), completed)?,
         };
         // A launch RING later reuses the entry and may have rewritten it while it was read
-        // (its seq goes last, so a matching seq does not rule that out): once such a launch
-        // was enqueued, the entry is no longer this one's.
+        // (a matching seq does not rule that out: the setter's stores have no order): once
+        // such a launch was enqueued, the entry is no longer this one's. The fence keeps the
+        // entry's reads before the counter's (a weakly ordered CPU could reorder them).
+        fence(Ordering::Acquire);
         if e.seq != seq || l.next_seq.load(Ordering::Acquire) > seq + RING {
             return Err(Error::Overrun { seq });
         }

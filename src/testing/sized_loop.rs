@@ -9,11 +9,13 @@
 //!   with the exact grid (what `.item()` or `cudaStreamSynchronize` code does);
 //! - `over`: the kernel launched with the capacity's grid, its extra blocks exiting at once;
 //! - `sized`: a [`SizedLaunch`] enqueued each step: the device picks the class's grid;
-//! - `sized-graph`: the whole loop (producer and sized step, every step) recorded once into a
-//!   CUDA graph with [`SizedLaunch::record`] and launched once per loop.
+//! - `over-graph` and `sized-graph`: the whole loop (producer and step, every step) recorded
+//!   once into a CUDA graph (with [`SizedLaunch::record`] for the sized one) and launched once
+//!   per loop, so each graph way has a rival that is a graph too.
 //!
-//! A loop's time over its steps, p50 and p99 over `repeats` loops after 3 warm-up loops; every
-//! way is then checked once on a step of the median count (its items written, none past them).
+//! A loop's time over its steps, p50 and p99 over `repeats` loops after 3 warm-up loops. Every
+//! way is then checked: its items written and none past them, which body ran with which
+//! `n_max` (the body's meta words), and for the sized ways the outcome the launch reports.
 use super::{launch_sized_body, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::raw::driver::{self, check};
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The four ways, in the order they are measured and reported.
-pub const SIZED_LOOP_WAYS: [&str; 4] = ["sync", "over", "sized", "sized-graph"];
+pub const SIZED_LOOP_WAYS: [&str; 5] = ["sync", "over", "sized", "over-graph", "sized-graph"];
 
 /// One way's time per step, µs.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +57,7 @@ pub struct SizedLoop {
     pub build_us: f64,
     /// Every way, in [`SIZED_LOOP_WAYS`] order.
     pub ways: Vec<SizedLoopWay>,
-    /// Each way whose check step wrote the wrong items, with what was wrong (empty: all right).
+    /// Each way whose check found something wrong, with what (empty: all right).
     pub wrong: Vec<String>,
 }
 
@@ -170,20 +172,24 @@ impl Rig {
     }
 }
 
-/// A captured and instantiated graph of the whole loop, destroyed on drop.
+/// A captured and instantiated graph of the whole loop, destroyed on drop (after its stream's
+/// work, so after its last launch).
 struct LoopGraph {
+    stream: Arc<CudaStream>,
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
 }
 
 impl LoopGraph {
-    /// Records every step of `seq` (producer, then the sized step) on the rig's stream.
+    /// Records every step of `seq` on the rig's stream: the producer, then `step` (which
+    /// enqueues the step on the capturing stream).
     ///
     /// # Safety
-    /// `launch` outlives every launch of the graph (drop the graph first).
-    unsafe fn record(rig: &Rig, launch: &SizedLaunch, seq: &[u64]) -> Result<Self> {
+    /// What `step` records (a sized launch, its buffers) outlives every launch of the graph.
+    unsafe fn record(rig: &Rig, seq: &[u64], mut step: impl FnMut() -> Result<()>) -> Result<Self> {
         let s = rig.s();
         let mut g = LoopGraph {
+            stream: rig.stream.clone(),
             graph: std::ptr::null_mut(),
             exec: std::ptr::null_mut(),
         };
@@ -193,8 +199,7 @@ impl LoopGraph {
         check(begun, "cuStreamBeginCapture")?;
         let captured = seq.iter().try_for_each(|&n| {
             rig.produce(n)?;
-            // SAFETY: `s` is capturing; per the contract, `launch` outlives the graph.
-            unsafe { launch.record(s) }
+            step()
         });
         // SAFETY: the capture begun above; the graph is owned by `g`.
         let ended = unsafe { sys::cuStreamEndCapture(s, &mut g.graph) };
@@ -220,7 +225,9 @@ impl LoopGraph {
 
 impl Drop for LoopGraph {
     fn drop(&mut self) {
-        // SAFETY: owned handles, null or live; the caller synchronized the last launch.
+        // Its launches run on `stream`: wait for them, on every path (errors too).
+        let _ = self.stream.synchronize();
+        // SAFETY: owned handles, null or live; no launch of them is in flight (above).
         unsafe {
             if !self.exec.is_null() {
                 sys::cuGraphExecDestroy(self.exec);
@@ -234,13 +241,19 @@ impl Drop for LoopGraph {
 
 /// Measures the sized loop in `ctx` at `capacity`: `steps` steps per loop, `repeats` timed
 /// loops per way after 3 warm-ups. Needs a CUDA 12.8 driver
-/// ([`Error::SizedLaunchUnavailable`] otherwise).
+/// ([`Error::SizedLaunchUnavailable`] otherwise); [`Error::InvalidConfig`] for no step, no
+/// repeat or a capacity of 0.
 pub fn sized_loop(
     ctx: &Arc<CudaContext>,
     capacity: u64,
     steps: usize,
     repeats: usize,
 ) -> Result<SizedLoop> {
+    if steps == 0 || repeats == 0 || capacity == 0 {
+        return Err(Error::config(
+            "the sized loop needs at least one step, one repeat and a capacity",
+        ));
+    }
     driver::bind(ctx)?;
     let kernels = Kernels::load(ctx)?;
     let rig = Rig {
@@ -263,15 +276,23 @@ pub fn sized_loop(
     let mut sorted = seq.clone();
     sorted.sort_unstable();
     let median_count = sorted[seq.len() / 2];
-    // SAFETY: `graph` is dropped before `launch` (declared after it).
-    let graph = unsafe { LoopGraph::record(&rig, &launch, &seq)? };
+    let s = rig.s();
+    // SAFETY: the graphs are dropped before `launch` (declared after it) and `rig`.
+    let sized_graph = unsafe { LoopGraph::record(&rig, &seq, || launch.record(s))? };
+    // SAFETY: as above; the step launches the rig's body.
+    let over_graph = unsafe { LoopGraph::record(&rig, &seq, || rig.body_on(s, capacity, 0))? };
+    let graph_of = |way: &str| match way {
+        "sized-graph" => Some(&sized_graph),
+        "over-graph" => Some(&over_graph),
+        _ => None,
+    };
 
     let mut per_step: Vec<Vec<f64>> = vec![Vec::new(); SIZED_LOOP_WAYS.len()];
     for rep in 0..repeats + 3 {
         for (w, way) in SIZED_LOOP_WAYS.iter().enumerate() {
             rig.synchronize()?;
             let t = Instant::now();
-            if *way == "sized-graph" {
+            if let Some(graph) = graph_of(way) {
                 graph.launch(&rig)?;
             } else {
                 for &n in &seq {
@@ -285,54 +306,90 @@ pub fn sized_loop(
         }
     }
 
-    // Correctness, once per way: a step of the median count on a zeroed output (for
-    // sized-graph: the loop, whose last step's count is known), its items written and none
-    // past them (the over-launch's extra blocks exit, the sized body bounds its grid by the
-    // device count).
-    let mut wrong = Vec::new();
+    // Correctness, once per way, on a zeroed output and zeroed meta words: the items of the
+    // step's count written and none past them (the over-launch's extra blocks exit, the sized
+    // body bounds its grid by the device count), the body that ran and its n_max, and for the
+    // sized ways the count and class the launch reports. A stream way runs one step of the
+    // median count; a graph way its whole loop, whose last count is the one reported.
+    let classes = launch.classes().to_vec();
+    let class_of = |n: u64| classes.iter().position(|&c| n <= c).expect("n <= capacity");
+    let last = *seq.last().expect("at least one step");
+    let largest = *sorted.last().expect("at least one step");
     let out_len = capacity as usize + 64;
     let mut got = vec![0u64; out_len];
+    let mut meta = [0u64; 4];
+    let mut wrong = Vec::new();
     for way in SIZED_LOOP_WAYS {
-        // SAFETY: the output buffer's bytes, on the rig's stream; synchronized below.
-        unsafe {
-            check(
-                sys::cuMemsetD8Async(rig.out.ptr(), 0, 8 * out_len, rig.s()),
-                "cuMemsetD8Async",
-            )?
+        for (buf, len) in [(&rig.out, 8 * out_len), (&rig.meta, 32)] {
+            // SAFETY: the buffer's bytes, on the rig's stream; synchronized below.
+            let status = unsafe { sys::cuMemsetD8Async(buf.ptr(), 0, len, rig.s()) };
+            check(status, "cuMemsetD8Async")?;
+        }
+        let mut reported = None;
+        let (n, bodies) = match (way, graph_of(way)) {
+            (_, Some(graph)) => {
+                graph.launch(&rig)?;
+                (last, seq.len() as u64)
+            }
+            ("sized", None) => {
+                rig.produce(median_count)?;
+                let done = launch.enqueue(&rig.stream)?.wait()?;
+                reported = Some((done.count(), done.class()));
+                (median_count, 1)
+            }
+            (_, None) => {
+                rig.step(way, &launch, median_count)?;
+                (median_count, 1)
+            }
         };
-        let n = if way == "sized-graph" {
-            graph.launch(&rig)?;
-            *seq.last().expect("at least one step")
-        } else {
-            rig.step(way, &launch, median_count)?;
-            median_count
-        } as usize;
         rig.synchronize()?;
-        // SAFETY: out_len u64 from the output buffer into `got`; the stream is synchronized.
+        if way == "sized-graph" {
+            reported = launch.recorded_outcome()?.map(|o| (o.count(), o.class()));
+        }
+        // SAFETY: out_len u64 and the four meta words into host memory; synchronized above.
         unsafe {
-            check(
-                sys::cuMemcpyDtoH_v2(got.as_mut_ptr().cast(), rig.out.ptr(), 8 * out_len),
-                "cuMemcpyDtoH",
-            )?
+            let status = sys::cuMemcpyDtoH_v2(got.as_mut_ptr().cast(), rig.out.ptr(), 8 * out_len);
+            check(status, "cuMemcpyDtoH")?;
+            let status = sys::cuMemcpyDtoH_v2(meta.as_mut_ptr().cast(), rig.meta.ptr(), 32);
+            check(status, "cuMemcpyDtoH")?;
+        }
+        // A graph way's earlier steps wrote their items too: past the loop's largest count
+        // nothing may be written.
+        let bound = if graph_of(way).is_some() { largest } else { n } as usize;
+        let n_max = match way {
+            "sync" => n,
+            "over" | "over-graph" => capacity,
+            _ => classes[class_of(n)],
         };
-        // sized-graph's earlier steps wrote their items too: only the last step's bound holds
-        // for the items past the largest count, so check the last count's items and, when it
-        // is the loop's largest, nothing past it.
-        let right = got[..n]
+        let mut what = Vec::new();
+        if !got[..n as usize]
             .iter()
             .enumerate()
-            .all(|(i, &v)| v == 2 * i as u64 + 1);
-        let bounded = if way == "sized-graph" {
-            let max = *sorted.last().expect("at least one step") as usize;
-            got[max] == 0
-        } else {
-            got[n] == 0
-        };
-        if !(right && bounded) {
-            wrong.push(format!("{way}: a step of {n} items wrote the wrong items"));
+            .all(|(i, &v)| v == 2 * i as u64 + 1)
+        {
+            what.push(format!("the {n} items are not all written"));
+        }
+        if got[bound] != 0 {
+            what.push(format!("item {bound}, past the count, written"));
+        }
+        if meta[3] != bodies || meta[0] != n_max {
+            what.push(format!(
+                "{} bodies ran, the last with n_max {}, not {bodies} and {n_max}",
+                meta[3], meta[0]
+            ));
+        }
+        if way.starts_with("sized") && reported != Some((n, class_of(n))) {
+            what.push(format!(
+                "the launch reported {reported:?}, not count {n} in class {}",
+                class_of(n)
+            ));
+        }
+        if !what.is_empty() {
+            wrong.push(format!("{way}: {}", what.join("; ")));
         }
     }
-    drop(graph);
+    drop(sized_graph);
+    drop(over_graph);
 
     let ways = SIZED_LOOP_WAYS
         .iter()

@@ -435,25 +435,34 @@ fn every_count_type_is_read_as_its_type() -> Result<()> {
 }
 
 fn a_ticket_256_launches_old_is_an_overrun() -> Result<()> {
-    let mut b = Bench::new(64)?;
+    // The boundary: 255 later launches leave a ticket readable; the 256th, which reuses its
+    // status entry, makes it an overrun as soon as it is enqueued, before it has run (the
+    // stream is held behind a slow kernel, so the entry still holds the old outcome).
+    let b = Bench::new(64)?;
     if unavailable_here(&b)? {
         return Ok(());
     }
     let launch = b.build(&[64])?;
-    b.set_count(9)?;
+    let kernels = Kernels::load(&ctx())?;
+    let count = b.ptr(&b.count);
+    test_support::producers::busy_then_count(&kernels, &b.stream, count, 9, 200_000_000)?;
     let first = launch.enqueue(&b.stream)?;
-    let mut last = Vec::new();
-    for _ in 0..256 {
-        last.push(launch.enqueue(&b.stream)?);
+    let mut later = Vec::new();
+    for _ in 0..255 {
+        later.push(launch.enqueue(&b.stream)?);
     }
+    let done = first.wait()?;
+    ensure!(done.count() == 9, "255 launches later: {done:?}");
+    test_support::producers::busy_then_count(&kernels, &b.stream, count, 9, 200_000_000)?;
+    let reuser = launch.enqueue(&b.stream)?;
+    ensure!(reuser.seq() == first.seq() + 256);
+    let got = first.wait();
     ensure!(
-        matches!(first.wait(), Err(Error::Overrun { seq }) if seq == first.seq()),
-        "a ticket whose entry was reused: {:?}",
-        first.wait()
+        matches!(got, Err(Error::Overrun { seq }) if seq == first.seq()),
+        "a ticket whose entry a queued launch will reuse: {got:?}"
     );
-    let newest = last.last().unwrap();
-    ensure!(newest.seq() == first.seq() + 256);
-    ensure!(newest.wait()?.count() == 9, "the newest ticket");
+    ensure!(reuser.wait()?.count() == 9, "the reusing ticket");
+    ensure!(later[254].wait()?.count() == 9, "the 255th later ticket");
     Ok(())
 }
 
@@ -527,7 +536,10 @@ fn enqueues_from_several_threads_each_get_their_outcome() -> Result<()> {
         "{} distinct sequence numbers of 200",
         sorted.len()
     );
-    // Bodies on four streams may overlap, so the meta words race; the rows do not.
+    // Launches of one sized launch run one at a time (one graph), whatever their streams:
+    // every body ran, once each.
+    let meta = b.stream.clone_dtoh(&b.meta)?;
+    ensure!(meta[3] == 200, "{} bodies ran for 200 launches", meta[3]);
     let out = b.stream.clone_dtoh(&b.out)?;
     for (i, &v) in out[..300].iter().enumerate() {
         ensure!(v == 2 * i as u64 + 1, "out[{i}] = {v}");
