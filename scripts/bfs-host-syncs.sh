@@ -15,8 +15,8 @@
 # way's host involvement per level (a call made less often cannot hide one made more). The
 # sync way is the control: its copy and its synchronize, two per level. nsys cannot serve
 # here: the GPU host's nsys writes a .qdstrm it cannot import.
-# The injection library: $SRB_SYNCCOUNT_DIR/libsynccount.so (with libcupti.so.* beside it) if
-# set, else built here with gcc against the toolkit's CUPTI.
+# The injection library: $SRB_CUPTI_DIR/libsynccount.so (with libcupti.so.* beside it) if
+# set, else built here with gcc against the toolkit's CUPTI (scripts/cupti-inject.sh).
 # Writes $OUT/bfs-host-syncs.json (a record with targets) and each way's counts.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,16 +24,9 @@ out="${OUT:-/tmp/srb-bfs-syncs}"
 scale="${1:-20}"
 repeats="${2:-3}"
 mkdir -p "$out"
-if [ -n "${SRB_SYNCCOUNT_DIR:-}" ] && [ -f "$SRB_SYNCCOUNT_DIR/libsynccount.so" ]; then
-  lib="$(cd "$SRB_SYNCCOUNT_DIR" && pwd)/libsynccount.so"; libdir="$(dirname "$lib")"
-else
-  cuda="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")"
-  inc="$(dirname "$(find "$cuda" /usr/local/cuda* -name cupti.h 2>/dev/null | head -n 1)")"
-  libdir="$(dirname "$(find "$cuda" /usr/local/cuda* -name 'libcupti.so*' 2>/dev/null | head -n 1)")"
-  lib="$out/libsynccount.so"
-  gcc -shared -fPIC -O2 -I"$cuda/include" -I"$inc" scripts/sync_count_inject.c -L"$libdir" -lcupti \
-    -o "$lib" || { echo "bfs-host-syncs: could not build the injection library" >&2; exit 2; }
-fi
+. scripts/cupti-inject.sh
+cupti_inject_lib scripts/sync_count_inject.c libsynccount.so "$out" || exit 2
+lib="$CUPTI_LIB"; libdir="$CUPTI_LIBDIR"
 echo "bfs-host-syncs: injecting $lib (CUPTI from $libdir)"
 for way in over sync sized sized-graph; do
   CUDA_INJECTION64_PATH="$lib" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
