@@ -4,7 +4,7 @@ use crate::graph::Csr;
 use anyhow::Result;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
-use sized_readback::testing::{upload, DeviceBuffer, Kernel, PinnedBuffer};
+use sized_readback::testing::{upload, CapturedGraph, DeviceBuffer, Kernel, PinnedBuffer};
 use sized_readback::LaunchShape;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -118,87 +118,38 @@ impl Gpu {
     }
 }
 
-/// A stream capture's graph, instantiated; destroyed before what it launches is dropped.
-pub(crate) struct Replay {
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-}
-
-impl Replay {
-    /// Captures `levels` levels on `gpu.stream`, each: an event-record node of `marks[l]` (if
-    /// any), the prepare, then `expand(p)`; after the last, the end's stamp and `marks[levels]`.
-    pub(crate) fn capture(
-        gpu: &Gpu,
-        levels: usize,
-        marks: Option<&[CudaEvent]>,
-        mut expand: impl FnMut(usize) -> sized_readback::Result<()>,
-    ) -> Result<Replay> {
-        let s = gpu.stream.cu_stream();
-        let mut r = Replay {
-            graph: std::ptr::null_mut(),
-            exec: std::ptr::null_mut(),
-        };
-        let external = sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32;
-        // SAFETY: a live stream of the bound context, captured thread-locally; the events are
-        // live; the graph is ended on every path below.
-        unsafe {
-            sys::cuStreamBeginCapture_v2(
-                s,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
-            .result()?
-        };
-        let captured = (|| -> Result<()> {
-            let mut p = 0usize;
-            for l in 0..levels {
-                if let Some(marks) = marks {
-                    // SAFETY: a live event and the capturing stream: an event-record node.
-                    unsafe {
-                        sys::cuEventRecordWithFlags(marks[l].cu_event(), s, external).result()?
-                    };
-                }
-                gpu.prepare(1 - p, l as i32)?;
-                expand(p)?;
-                p = 1 - p;
-            }
-            gpu.prepare(1 - p, levels as i32)?;
+/// Captures `levels` levels on `gpu.stream`, each: an event-record node of `marks[l]` (if any),
+/// the prepare, then `expand(p)`; after the last, the end's stamp and `marks[levels]`.
+///
+/// # Safety
+/// What `expand` records (a sized launch) outlives every launch of the graph; so do `gpu`'s
+/// buffers (drop the graph first).
+pub(crate) unsafe fn capture_levels(
+    gpu: &Gpu,
+    levels: usize,
+    marks: Option<&[CudaEvent]>,
+    mut expand: impl FnMut(usize) -> sized_readback::Result<()>,
+) -> Result<CapturedGraph> {
+    let s = gpu.stream.cu_stream();
+    let external = sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32;
+    let record = || -> Result<()> {
+        let mut p = 0usize;
+        for l in 0..levels {
             if let Some(marks) = marks {
-                // SAFETY: as above.
-                unsafe {
-                    sys::cuEventRecordWithFlags(marks[levels].cu_event(), s, external).result()?
-                };
+                // SAFETY: a live event and the capturing stream: an event-record node.
+                unsafe { sys::cuEventRecordWithFlags(marks[l].cu_event(), s, external).result()? };
             }
-            Ok(())
-        })();
-        // SAFETY: the capture begun above; its graph is owned by `r` (destroyed in drop).
-        let ended = unsafe { sys::cuStreamEndCapture(s, &mut r.graph).result() };
-        captured?;
-        ended?;
-        // SAFETY: a graph just captured; the executable is owned by `r`.
-        unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut r.exec, r.graph, 0).result()?;
-            sys::cuGraphUpload(r.exec, s).result()?;
+            gpu.prepare(1 - p, l as i32)?;
+            expand(p)?;
+            p = 1 - p;
         }
-        Ok(r)
-    }
-
-    pub(crate) fn launch(&self, gpu: &Gpu) -> Result<()> {
-        // SAFETY: a live executable graph and a live stream of its context.
-        unsafe { sys::cuGraphLaunch(self.exec, gpu.stream.cu_stream()).result()? };
+        gpu.prepare(1 - p, levels as i32)?;
+        if let Some(marks) = marks {
+            // SAFETY: as above.
+            unsafe { sys::cuEventRecordWithFlags(marks[levels].cu_event(), s, external).result()? };
+        }
         Ok(())
-    }
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        // SAFETY: owned handles, null or live; nothing launches them after this.
-        unsafe {
-            if !self.exec.is_null() {
-                let _ = sys::cuGraphExecDestroy(self.exec);
-            }
-            if !self.graph.is_null() {
-                let _ = sys::cuGraphDestroy(self.graph);
-            }
-        }
-    }
+    };
+    // SAFETY: the BFS's stream, of the bound context; per the contract for what is recorded.
+    unsafe { CapturedGraph::capture(&gpu.stream, record) }
 }

@@ -62,8 +62,9 @@ struct Args {
 mod gpu;
 mod graph;
 
-use gpu::{Dev, Gpu, Replay, MAX_GRID, TILE};
+use gpu::{capture_levels, Dev, Gpu, MAX_GRID, TILE};
 use graph::{host_bfs, rmat};
+use sized_readback::testing::CapturedGraph;
 
 fn percentile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
@@ -187,25 +188,28 @@ fn main() -> Result<()> {
             .collect::<Result<_, _>>()?)
     };
     // The graph ways: every level recorded once (with `--timing events`, their marks are the
-    // graphs' event-record nodes). Declared after `sized`, so dropped before it, as `record`'s
-    // contract asks.
-    let mut replays: Vec<Option<(Replay, Vec<CudaEvent>)>> = Vec::new();
+    // graphs' event-record nodes). Declared after `sized` and `gpu`, so dropped before them,
+    // as `capture_levels`'s contract asks.
+    let mut replays: Vec<Option<(CapturedGraph, Vec<CudaEvent>)>> = Vec::new();
     for way in &ways {
         let marks = if events { new_marks()? } else { Vec::new() };
         let node_marks = events.then_some(marks.as_slice());
         replays.push(match *way {
-            "over-graph" => Some((
-                Replay::capture(&gpu, levels, node_marks, |p| {
-                    gpu.launch_expand(gpu.stream.cu_stream(), p as i32, over_grid)
-                })?,
-                marks,
-            )),
+            "over-graph" => {
+                // SAFETY: the graph is dropped before `gpu` (declared after it).
+                let r = unsafe {
+                    capture_levels(&gpu, levels, node_marks, |p| {
+                        gpu.launch_expand(gpu.stream.cu_stream(), p as i32, over_grid)
+                    })?
+                };
+                Some((r, marks))
+            }
             "sized-graph" => {
                 let s = gpu.stream.cu_stream();
-                // SAFETY: `s` is capturing (inside Replay::capture); the sized launches outlive
-                // the graph (dropped after `replays`), as do the BFS buffers its bodies use.
+                // SAFETY: `s` is capturing (inside capture_levels); the sized launches and the
+                // BFS buffers their bodies use outlive the graph (dropped after `replays`).
                 let r =
-                    Replay::capture(&gpu, levels, node_marks, |p| unsafe { sized[p].record(s) })?;
+                    unsafe { capture_levels(&gpu, levels, node_marks, |p| sized[p].record(s))? };
                 Some((r, marks))
             }
             _ => None,
@@ -229,7 +233,7 @@ fn main() -> Result<()> {
             let stream_marks;
             let marks: &[CudaEvent] = match &replays[w] {
                 Some((replay, marks)) => {
-                    replay.launch(&gpu)?;
+                    replay.launch()?;
                     marks
                 }
                 None => {

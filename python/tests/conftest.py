@@ -72,6 +72,19 @@ def _holders(limit=6):
     return found
 
 
+@pytest.fixture
+def cupy_device():
+    """CuPy, with a CUDA device it can use (the test skips otherwise); synchronized after."""
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("CuPy sees no CUDA device")
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        pytest.skip(f"CuPy sees no CUDA device: {e}")
+    yield cp
+    cp.cuda.Device().synchronize()
+
+
 @pytest.fixture(autouse=True)
 def _library_allocations(request):
     before = srb.live_allocations() if ALLOC_REPORT else None

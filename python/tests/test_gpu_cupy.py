@@ -16,14 +16,8 @@ CAP = 4096
 
 
 @pytest.fixture(autouse=True)
-def _cuda():
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("CuPy sees no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError as e:
-        pytest.skip(f"CuPy sees no CUDA device: {e}")
+def _cuda(cupy_device):
     yield
-    cp.cuda.Device().synchronize()
 
 
 def compiled(kernel):

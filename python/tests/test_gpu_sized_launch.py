@@ -25,19 +25,13 @@ SENTINEL = 0xDEADBEEF
 
 
 @pytest.fixture(autouse=True)
-def _cuda():
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("CuPy sees no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError as e:
-        pytest.skip(f"CuPy sees no CUDA device: {e}")
+def _cuda(cupy_device):
     if cp.cuda.runtime.driverGetVersion() < 12080:
         n = cp.zeros(1, dtype=cp.int32)
         with pytest.raises(srb.SizedLaunchUnavailableError):
             srb.SizedLaunch(n, 64, lambda c: None)
         pytest.skip("sized launches need a CUDA 12.8 driver (checked: SizedLaunchUnavailableError)")
     yield
-    cp.cuda.Device().synchronize()
 
 
 class Bench:

@@ -11,15 +11,18 @@
 //! - [`pack_with_count_kind`]: the pack kernel given a count kind no host check saw;
 //! - [`BareSizedCopy`]: the staged transport's sized-copy graph without the readback engine,
 //!   the comparison harness's floor for the sized staged readback;
-//! - [`sized_loop()`]: the seed's loop with its next step sized four ways (the sized launch's
-//!   example and the harness's sized-step rows).
+//! - [`sized_loop()`]: the seed's loop with its next step sized five ways (the sized launch's
+//!   example and the harness's sized-step rows);
+//! - [`CapturedGraph`]: a stream capture instantiated, launched many times.
 mod bare_sized_copy;
+mod captured_graph;
 pub mod pattern;
 mod raw_kind;
 pub mod seed;
 mod sized_loop;
 
 pub use bare_sized_copy::BareSizedCopy;
+pub use captured_graph::CapturedGraph;
 pub use raw_kind::pack_with_count_kind;
 pub use sized_loop::{sized_loop, SizedLoop, SizedLoopWay, SIZED_LOOP_WAYS};
 

@@ -16,7 +16,7 @@
 //! A loop's time over its steps, p50 and p99 over `repeats` loops after 3 warm-up loops. Every
 //! way is then checked: its items written and none past them, which body ran with which
 //! `n_max` (the body's meta words), and for the sized ways the outcome the launch reports.
-use super::{launch_sized_body, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
+use super::{launch_sized_body, CapturedGraph, DeviceBuffer, Kernel, Kernels, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::raw::driver::{self, check};
 use crate::{LaunchShape, RawCount, SizedLaunch};
@@ -172,70 +172,26 @@ impl Rig {
     }
 }
 
-/// A captured and instantiated graph of the whole loop, destroyed on drop (after its stream's
-/// work, so after its last launch).
-struct LoopGraph {
-    stream: Arc<CudaStream>,
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-}
-
-impl LoopGraph {
-    /// Records every step of `seq` on the rig's stream: the producer, then `step` (which
-    /// enqueues the step on the capturing stream).
+impl Rig {
+    /// The whole loop of `seq` captured on the rig's stream: each step the producer, then
+    /// `step` (which enqueues the step on the capturing stream).
     ///
     /// # Safety
     /// What `step` records (a sized launch, its buffers) outlives every launch of the graph.
-    unsafe fn record(rig: &Rig, seq: &[u64], mut step: impl FnMut() -> Result<()>) -> Result<Self> {
-        let s = rig.s();
-        let mut g = LoopGraph {
-            stream: rig.stream.clone(),
-            graph: std::ptr::null_mut(),
-            exec: std::ptr::null_mut(),
+    unsafe fn record_loop(
+        &self,
+        seq: &[u64],
+        mut step: impl FnMut() -> Result<()>,
+    ) -> Result<CapturedGraph> {
+        let record = || {
+            seq.iter().try_for_each(|&n| {
+                self.produce(n)?;
+                step()
+            })
         };
-        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        // SAFETY: a live stream of the bound context; ended below on every path.
-        let begun = unsafe { sys::cuStreamBeginCapture_v2(s, mode) };
-        check(begun, "cuStreamBeginCapture")?;
-        let captured = seq.iter().try_for_each(|&n| {
-            rig.produce(n)?;
-            step()
-        });
-        // SAFETY: the capture begun above; the graph is owned by `g`.
-        let ended = unsafe { sys::cuStreamEndCapture(s, &mut g.graph) };
-        let ended = check(ended, "cuStreamEndCapture");
-        captured?;
-        ended?;
-        // SAFETY: a graph just captured; the executable is owned by `g`.
-        unsafe {
-            check(
-                sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0),
-                "cuGraphInstantiate",
-            )?;
-            check(sys::cuGraphUpload(g.exec, s), "cuGraphUpload")?;
-        }
-        Ok(g)
-    }
-    fn launch(&self, rig: &Rig) -> Result<()> {
-        // SAFETY: a live executable graph and a live stream of its context.
-        let status = unsafe { sys::cuGraphLaunch(self.exec, rig.s()) };
-        check(status, "cuGraphLaunch")
-    }
-}
-
-impl Drop for LoopGraph {
-    fn drop(&mut self) {
-        // Its launches run on `stream`: wait for them, on every path (errors too).
-        let _ = self.stream.synchronize();
-        // SAFETY: owned handles, null or live; no launch of them is in flight (above).
-        unsafe {
-            if !self.exec.is_null() {
-                sys::cuGraphExecDestroy(self.exec);
-            }
-            if !self.graph.is_null() {
-                sys::cuGraphDestroy(self.graph);
-            }
-        }
+        // SAFETY: the rig's stream, of the bound context; per the contract for what `step`
+        // records, and the rig's buffers outlive the graph (the caller drops it first).
+        unsafe { CapturedGraph::capture(&self.stream, record) }
     }
 }
 
@@ -278,9 +234,9 @@ pub fn sized_loop(
     let median_count = sorted[seq.len() / 2];
     let s = rig.s();
     // SAFETY: the graphs are dropped before `launch` (declared after it) and `rig`.
-    let sized_graph = unsafe { LoopGraph::record(&rig, &seq, || launch.record(s))? };
+    let sized_graph = unsafe { rig.record_loop(&seq, || launch.record(s))? };
     // SAFETY: as above; the step launches the rig's body.
-    let over_graph = unsafe { LoopGraph::record(&rig, &seq, || rig.body_on(s, capacity, 0))? };
+    let over_graph = unsafe { rig.record_loop(&seq, || rig.body_on(s, capacity, 0))? };
     let graph_of = |way: &str| match way {
         "sized-graph" => Some(&sized_graph),
         "over-graph" => Some(&over_graph),
@@ -293,7 +249,7 @@ pub fn sized_loop(
             rig.synchronize()?;
             let t = Instant::now();
             if let Some(graph) = graph_of(way) {
-                graph.launch(&rig)?;
+                graph.launch()?;
             } else {
                 for &n in &seq {
                     rig.step(way, &launch, n)?;
@@ -328,7 +284,7 @@ pub fn sized_loop(
         let mut reported = None;
         let (n, bodies) = match (way, graph_of(way)) {
             (_, Some(graph)) => {
-                graph.launch(&rig)?;
+                graph.launch()?;
                 (last, seq.len() as u64)
             }
             ("sized", None) => {

@@ -6,8 +6,9 @@
 //! whose status entry was reused; a wait that times out; enqueues from several threads.
 use anyhow::{bail, ensure, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
-use sized_readback::cudarc::driver::sys;
-use sized_readback::testing::{driver_has_conditionals, launch_sized_body, Kernel, Kernels};
+use sized_readback::testing::{
+    driver_has_conditionals, launch_sized_body, CapturedGraph, Kernel, Kernels,
+};
 use sized_readback::{Error, RawCount, SizedLaunch};
 use std::sync::Arc;
 use test_support::{SubjectContext, Test};
@@ -259,63 +260,46 @@ fn a_recording_in_a_capture_runs_each_replays_class() -> Result<()> {
         "an outcome before any replay"
     );
     let s = b.stream.cu_stream();
-    let mut graph: sys::CUgraph = std::ptr::null_mut();
-    let mut exec: sys::CUgraphExec = std::ptr::null_mut();
-    // SAFETY: a live stream of the bound context; out-pointers; the graph and its executable
-    // are destroyed below.
-    unsafe {
-        sys::cuStreamBeginCapture_v2(
-            s,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-        .result()?;
-        let refused = launch.enqueue(&b.stream);
-        // The sized launch outlives the graph: destroyed below, before `launch` drops.
-        let recorded = launch.record(s);
-        sys::cuStreamEndCapture(s, &mut graph).result()?;
-        ensure!(
-            matches!(refused, Err(Error::StreamCapturing)),
-            "enqueue on a capturing stream: {refused:?}"
-        );
-        recorded?;
-        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0).result()?;
-    }
-    let result = (|| -> Result<()> {
-        for n in [0u64, 99, 100, 101, 4999, 5000] {
-            b.reset_outputs(5000)?;
-            b.set_count(n as i32)?;
-            // SAFETY: a live executable graph and stream.
-            unsafe { sys::cuGraphLaunch(exec, s).result()? };
-            b.stream.synchronize()?;
-            let done = launch
-                .recorded_outcome()?
-                .expect("an outcome after a replay");
-            let k = class_of(&classes, n);
-            ensure!(
-                done.count() == n && done.class() == k,
-                "replay of {n}: {done:?}"
-            );
-            b.check_ran(&classes, k, n as usize)?;
-        }
-        b.set_count(5001)?;
-        // SAFETY: as above.
-        unsafe { sys::cuGraphLaunch(exec, s).result()? };
+    let mut refused = None;
+    // SAFETY: the stream's context is bound (Bench::new); the sized launch outlives the graph
+    // (declared after `launch`, so dropped first).
+    let graph = unsafe {
+        CapturedGraph::capture(&b.stream, || -> Result<()> {
+            refused = Some(launch.enqueue(&b.stream));
+            launch.record(s)?;
+            Ok(())
+        })?
+    };
+    ensure!(
+        matches!(refused, Some(Err(Error::StreamCapturing))),
+        "enqueue on a capturing stream: {refused:?}"
+    );
+    for n in [0u64, 99, 100, 101, 4999, 5000] {
+        b.reset_outputs(5000)?;
+        b.set_count(n as i32)?;
+        graph.launch()?;
         b.stream.synchronize()?;
+        let done = launch
+            .recorded_outcome()?
+            .expect("an outcome after a replay");
+        let k = class_of(&classes, n);
         ensure!(
-            matches!(
-                launch.recorded_outcome(),
-                Err(Error::CountExceedsCapacity { count: 5001, .. })
-            ),
-            "replay past the capacity"
+            done.count() == n && done.class() == k,
+            "replay of {n}: {done:?}"
         );
-        Ok(())
-    })();
-    // SAFETY: created above, no launch in flight (synchronized).
-    unsafe {
-        sys::cuGraphExecDestroy(exec);
-        sys::cuGraphDestroy(graph);
+        b.check_ran(&classes, k, n as usize)?;
     }
-    result
+    b.set_count(5001)?;
+    graph.launch()?;
+    b.stream.synchronize()?;
+    ensure!(
+        matches!(
+            launch.recorded_outcome(),
+            Err(Error::CountExceedsCapacity { count: 5001, .. })
+        ),
+        "replay past the capacity"
+    );
+    Ok(())
 }
 
 fn bad_configurations_and_bodies_are_typed_errors() -> Result<()> {
