@@ -142,12 +142,15 @@ __device__ __forceinline__ SlotChoice choose_slot(uint64_t host_seq, uint32_t ho
         // The host stores released_seq with Release order after reading the slot: acquire it.
         const uint64_t released = ld_acquire_sys(&ctl->released_seq);
         c.may_write = c.seq <= released + num_slots ? 1u : 0u;
+        // Release: the blocks that read the decision are ordered after the acquire above, so
+        // their stores into the slot come after the host's reads of it.
+        fence_acq_rel_gpu();
         atomicExch(reinterpret_cast<unsigned long long*>(&sync->decision),
                    (unsigned long long)((c.seq << 1) | c.may_write));
     } else {
         // The deciding block did its atomicAdd first, so it is resident: this cannot deadlock.
         uint64_t d;
-        while (((d = ld_relaxed_gpu(&sync->decision)) >> 1) != c.seq) __nanosleep(32);
+        while (((d = ld_acquire_gpu(&sync->decision)) >> 1) != c.seq) __nanosleep(32);
         c.may_write = (uint32_t)(d & 1);
     }
     return c;
@@ -272,7 +275,10 @@ class AppendCore {
             s_.choice = choose_slot(desc.seq, desc.slot, desc.seq_counter, desc.ring_ctl, syncs, desc.num_slots);
             s_.ok = shape && cols && buckets;
             s_.wrote = 0;
-            if (!s_.ok) atomicOr(&syncs[s_.choice.slot].flags, 1u);
+            if (!s_.ok) {
+                atomicOr(&syncs[s_.choice.slot].flags, 1u);
+                s_.wrote |= 4u;  // the misuse flag is published like a count: released in finish()
+            }
         }
         __syncthreads();
     }
@@ -343,6 +349,7 @@ class AppendCore {
         if (keep && !valid) {
             atomicAdd(reinterpret_cast<unsigned long long*>(&sync->bad_rows), 1ull);
             atomicExch(reinterpret_cast<unsigned long long*>(&sync->bad_bucket), (unsigned long long)bucket);
+            atomicOr(&s_.wrote, 4u);  // released in finish(), as counted rows are
         }
         const unsigned rank = valid ? atomicAdd(&s_.hist[bucket], 1u) : 0u;
         __syncthreads();
