@@ -316,6 +316,15 @@ pub(crate) unsafe fn add_switch(
         sys::cuGraphAddKernelNode_v2(&mut kernel_node, graph, deps.as_ptr(), deps.len(), &kp)
     };
     check(status, "cuGraphAddKernelNode")?;
+    // From here on a failure takes back the nodes it added: in a capture they are in the
+    // user's graph, which must stay as it was.
+    let undo = |nodes: &[CUgraphNode]| {
+        for &node in nodes.iter().filter(|n| !n.is_null()) {
+            // SAFETY: a node this call added to `graph`, with no dependents yet but the ones
+            // destroyed before it (the list runs from the last added to the first).
+            let _ = unsafe { sys::cuGraphDestroyNode(node) };
+        }
+    };
     let mut np = NodeParams {
         kind: NODE_TYPE_CONDITIONAL,
         reserved0: [0; 3],
@@ -333,16 +342,23 @@ pub(crate) unsafe fn add_switch(
     // SAFETY: a live graph, one live dependency, parameters as cuda.h 12.8 lays them out; the
     // driver fills graphs_out with the k bodies, owned by the node.
     let status = unsafe { add_node(&mut switch_node, graph, &kernel_node, 1, &mut np) };
-    check(status, "cuGraphAddNode (SWITCH)")?;
+    if let Err(e) = check(status, "cuGraphAddNode (SWITCH)") {
+        undo(&[kernel_node]);
+        return Err(e);
+    }
     let graphs_out = np.conditional.graphs_out;
     if graphs_out.is_null() {
+        undo(&[switch_node, kernel_node]);
         return Err(Error::SizedCopyUnavailable {
             reason: "cuGraphAddNode returned no SWITCH bodies".into(),
         });
     }
     for i in 0..k as usize {
         // SAFETY: the driver wrote k body graphs at graphs_out.
-        fill(i, unsafe { *graphs_out.add(i) })?;
+        if let Err(e) = fill(i, unsafe { *graphs_out.add(i) }) {
+            undo(&[switch_node, kernel_node]);
+            return Err(e);
+        }
     }
     Ok(AddedSwitch {
         kernel_node,
