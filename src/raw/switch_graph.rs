@@ -518,6 +518,77 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs a GPU with a CUDA 12.8 driver"]
+    fn a_failed_fill_leaves_the_capture_as_it_was() {
+        let ctx = crate::device::open(0).expect("a GPU");
+        let kernel = super::super::module::Module::switch(&ctx)
+            .and_then(|m| m.function(c"srb_size_switch"))
+            .expect("the switch image");
+        let stream = ctx.new_stream().unwrap();
+        let mut buf = stream.alloc_zeros::<u8>(64).unwrap();
+        stream.synchronize().unwrap();
+        let s = stream.cu_stream();
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: a live stream of the current context, not capturing; ended below.
+        check(unsafe { sys::cuStreamBeginCapture_v2(s, mode) }, "begin").unwrap();
+        stream.memset_zeros(&mut buf).unwrap();
+        let shape = LaunchShape {
+            grid: 1,
+            block: 32,
+            programmatic: false,
+        };
+        // The setter's parameter is never launched here: any 288 bytes do.
+        let mut param = [0u8; 288];
+        let mut filled = Vec::new();
+        // SAFETY: the context is current (device::open bound it) and is the kernel's; the
+        // stream is capturing; fill adds nothing.
+        let refused = unsafe {
+            capture_switch(
+                ctx.cu_ctx(),
+                s,
+                &kernel,
+                shape,
+                param.as_mut_ptr().cast(),
+                3,
+                3,
+                |i, _| {
+                    filled.push(i);
+                    match i {
+                        1 => Err(Error::config("body 1 refused")),
+                        _ => Ok(()),
+                    }
+                },
+            )
+        };
+        assert!(
+            matches!(refused, Err(Error::InvalidConfig { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(filled, [0, 1]);
+        let mut graph: CUgraph = std::ptr::null_mut();
+        // SAFETY: the capture begun above on this thread.
+        check(unsafe { sys::cuStreamEndCapture(s, &mut graph) }, "end").unwrap();
+        let mut nodes = 0usize;
+        // SAFETY: a live graph; a null array asks for the count only.
+        let counted = unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut nodes) };
+        check(counted, "cuGraphGetNodes").unwrap();
+        assert_eq!(nodes, 1, "only the memset the user captured is left");
+        let mut exec: CUgraphExec = std::ptr::null_mut();
+        // SAFETY: a live graph; the executable one is destroyed below, then the graph.
+        unsafe {
+            check(
+                sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
+                "instantiate",
+            )
+            .unwrap();
+            check(sys::cuGraphLaunch(exec, s), "launch").unwrap();
+            stream.synchronize().unwrap();
+            let _ = sys::cuGraphExecDestroy(exec);
+            let _ = sys::cuGraphDestroy(graph);
+        }
+    }
+
+    #[test]
     fn structs_have_cuda_h_sizes() {
         // cuda.h 12.8: CUDA_CONDITIONAL_NODE_PARAMS is 32 bytes, CUgraphNodeParams 256, with
         // the union at byte 16.
