@@ -367,6 +367,8 @@ impl SizedLaunch {
     /// Records it into the graph `stream` is capturing, after the work captured there: each
     /// replay of that graph reads the count and runs its class's body, and
     /// [`SizedLaunch::recorded_outcome`] tells the newest replay's outcome once it completed.
+    /// Should the driver refuse a body in this graph, the error is returned and the capture is
+    /// invalidated (ending it fails): no graph is left holding part of a sized launch.
     ///
     /// # Safety
     /// `stream` is a live stream of this context, capturing; this sized launch (its status
