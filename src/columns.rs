@@ -37,7 +37,7 @@
 //! ([`Error::NegativeCount`]) or a count above any column's source length
 //! ([`Error::CountExceedsSource`], naming the first short column) copies nothing.
 use crate::auto;
-use crate::config::{ReadbackConfig, Transport, WaitMode};
+use crate::config::{ReadbackConfig, StagedCopy, Transport, WaitMode};
 use crate::element::CountType;
 use crate::engine::host::HostEngine;
 use crate::engine::pack_params::Pack;
@@ -107,11 +107,17 @@ impl SetPlans {
         // The mapped set copies nothing, whatever `staged_copy` says (it is the staged set's);
         // the staged set waits on its event (a DMA lands in no guaranteed byte order).
         let mut mapped = config.clone().transport(Transport::Mapped);
-        mapped.staged_copy = crate::config::StagedCopy::Auto;
+        mapped.staged_copy = StagedCopy::Auto;
         let first = plan(&mapped)?;
         let mut staged = config.clone().transport(Transport::Staged);
         if staged.wait == WaitMode::Trailer {
             staged.wait = WaitMode::Auto;
+        }
+        // The staged set serves counts that nearly fill the slot, where the sized copy would
+        // take its top class anyway: the whole-slot copy by the copy engine moves those bytes
+        // faster than the SWITCH body's copy, which the driver runs as a kernel (auto.rs).
+        if staged.staged_copy == StagedCopy::Auto {
+            staged.staged_copy = StagedCopy::Whole;
         }
         // Checked whether or not this capacity makes the set, so that settings `new` accepts
         // are not refused by a `grow` that reaches the threshold.

@@ -19,7 +19,9 @@ pub enum Transport {
     /// count the readback last read back chooses, the other if that set's slots are all held;
     /// [`crate::ReadbackInfo::auto_staged_from`] gives the count from which it is the staged
     /// one, [`crate::ColumnTicket::transport`] which set a ticket went to. The staged slots
-    /// wait on their event whatever the wait mode; `staged_copy` is theirs. The thresholds are
+    /// wait on their event whatever the wait mode; `staged_copy` is theirs, and where it is
+    /// [`StagedCopy::Auto`] they copy the whole slot (they serve nearly full slots, whose sized
+    /// copy would take its top class, run slower by the driver). The thresholds are
     /// measured, not guessed: [`crate::auto`]. Each set has `slots` slots, so up to twice as
     /// many readbacks may be held; [`crate::ReadbackInfo`]'s `slots` and `wait_mode`, and
     /// [`crate::Error::SlotsExhausted`]'s count, are the mapped set's. Every other readback type

@@ -153,8 +153,10 @@ class Readback:
     def staged_copy(self) -> Optional[str]:
         """The staged transport's copy in use: ``"sized"`` (what the count needs, picked on
         the device; CUDA 12.8+ drivers), ``"whole"`` (the whole slot), ``None`` (mapped, or
-        ``transport="auto"`` with no staged slots allocated). ``staged_copy="auto"`` (the default) takes ``"sized"`` where available; ``"sized"``
-        where it is not raises ``SizedCopyUnavailableError``."""
+        ``transport="auto"`` with no staged slots allocated). ``staged_copy="auto"`` (the default) takes ``"sized"`` where available (under
+        ``transport="auto"``, ``"whole"``: its staged slots serve nearly full slots, which the
+        copy engine moves fastest); ``"sized"`` where it is not raises
+        ``SizedCopyUnavailableError``."""
     @property
     def info(self) -> dict[str, Any]:
         """The settings in effect and the slot layout: ``capacity``, ``slots``, ``buckets``,

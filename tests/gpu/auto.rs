@@ -65,9 +65,11 @@ fn auto_goes_staged_after_a_nearly_full_count() -> Result<()> {
         "{:?}",
         info.auto_staged_from
     );
+    // The staged set serves nearly full slots: the whole-slot copy, the copy engine's.
     ensure!(
-        info.staged_copy.is_some(),
-        "the staged set reports its copy"
+        info.staged_copy == Some(StagedCopy::Whole),
+        "the staged set reports its copy: {:?}",
+        info.staged_copy
     );
     // The set follows the count read back last; tickets are numbered across both sets.
     let steps = [
@@ -105,6 +107,20 @@ fn auto_goes_staged_after_a_nearly_full_count() -> Result<()> {
     }
     // The policy's own numbers, as the readback reports them.
     ensure!(auto::STAGED_MIN_BYTES == 8 << 20 && auto::STAGED_MIN_FILL_PERMILLE == 937);
+    // A staged copy asked for is the staged set's, and reads back alike.
+    let sized = Readback::<f64>::with_config(
+        &ctx,
+        ReadbackConfig::new(cap)
+            .transport(Transport::Auto)
+            .staged_copy(StagedCopy::Sized),
+    )?;
+    ensure!(sized.info().staged_copy == Some(StagedCopy::Sized));
+    for (i, (count, want)) in [(cap, Transport::Mapped), (cap, Transport::Staged)]
+        .into_iter()
+        .enumerate()
+    {
+        ensure!(read(&sized, &stream, &src, count, i as u64 + 1)? == want);
+    }
     Ok(())
 }
 

@@ -75,7 +75,7 @@ def targets_of(sweep, loops, binding, compiled, cap, kernel_us, cpu_us, auto_sta
             + ", ".join(f"{a} {r:.1f} GB/s" for a, r in rates.items())
         )
         why = (f"{mb:.1f} MB cross the bus either way; count.item() + copy uses the copy engine after a synchronization; "
-               f"auto goes staged (a device slot and one copy; at this fill the sized copy takes its top class, the whole slot) from {auto_staged_from} rows: if mapped beats staged here, raise "
+               f"auto goes staged (a device slot and one copy of the whole slot by the copy engine) from {auto_staged_from} rows: if mapped beats staged here, raise "
                f"the core's STAGED_MIN_FILL_PERMILLE (src/auto.rs, derived from a committed run)")
         targets.append(Target.make(label, ratio, 1.0, "<=", detail, why))
 
