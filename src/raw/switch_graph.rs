@@ -316,16 +316,6 @@ pub(crate) unsafe fn add_switch(
         sys::cuGraphAddKernelNode_v2(&mut kernel_node, graph, deps.as_ptr(), deps.len(), &kp)
     };
     check(status, "cuGraphAddKernelNode")?;
-    // From here on a failure takes back the nodes it added, so that no half-built setter and
-    // SWITCH is left in the graph; in a capture, the driver then invalidates the capture (its
-    // end fails), so the user's graph cannot be launched with them missing either.
-    let undo = |nodes: &[CUgraphNode]| {
-        for &node in nodes.iter().filter(|n| !n.is_null()) {
-            // SAFETY: a node this call added to `graph`, with no dependents yet but the ones
-            // destroyed before it (the list runs from the last added to the first).
-            let _ = unsafe { sys::cuGraphDestroyNode(node) };
-        }
-    };
     let mut np = NodeParams {
         kind: NODE_TYPE_CONDITIONAL,
         reserved0: [0; 3],
@@ -343,23 +333,16 @@ pub(crate) unsafe fn add_switch(
     // SAFETY: a live graph, one live dependency, parameters as cuda.h 12.8 lays them out; the
     // driver fills graphs_out with the k bodies, owned by the node.
     let status = unsafe { add_node(&mut switch_node, graph, &kernel_node, 1, &mut np) };
-    if let Err(e) = check(status, "cuGraphAddNode (SWITCH)") {
-        undo(&[kernel_node]);
-        return Err(e);
-    }
+    check(status, "cuGraphAddNode (SWITCH)")?;
     let graphs_out = np.conditional.graphs_out;
     if graphs_out.is_null() {
-        undo(&[switch_node, kernel_node]);
         return Err(Error::SizedCopyUnavailable {
             reason: "cuGraphAddNode returned no SWITCH bodies".into(),
         });
     }
     for i in 0..k as usize {
         // SAFETY: the driver wrote k body graphs at graphs_out.
-        if let Err(e) = fill(i, unsafe { *graphs_out.add(i) }) {
-            undo(&[switch_node, kernel_node]);
-            return Err(e);
-        }
+        fill(i, unsafe { *graphs_out.add(i) })?;
     }
     Ok(AddedSwitch {
         kernel_node,
@@ -414,8 +397,19 @@ pub(crate) unsafe fn capture_switch(
         unsafe { std::slice::from_raw_parts(deps, n) }
     };
     // SAFETY: per the contract; the capture's own graph and dependencies.
-    let mut added =
-        unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill)? };
+    let added = unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill) };
+    let mut added = match added {
+        Ok(added) => added,
+        Err(e) => {
+            // What was added stays in the capture's graph (the driver does not remove nodes
+            // from a graph being captured), without the SWITCH's bodies, and nothing may run
+            // it: a query of the capturing stream is an illegal operation in a capture, which
+            // invalidates it, so ending it fails and no graph of it is instantiated.
+            // SAFETY: a live stream per the contract; its status is the point, not its result.
+            let _ = unsafe { sys::cuStreamQuery(stream) };
+            return Err(e);
+        }
+    };
     // SAFETY: the stream is capturing; the node is of its graph.
     let status = unsafe {
         sys::cuStreamUpdateCaptureDependencies(
@@ -575,42 +569,17 @@ mod tests {
             "{refused:?}"
         );
         assert_eq!(filled, [0, 1]);
-        // The setter and the SWITCH are taken back out of the capture's graph: the capture
-        // ends with the user's memset alone, or, should the driver refuse to remove nodes from
-        // a capturing graph, invalidated (its end fails). Never with part of a sized launch.
+        // The capture is invalidated: ending it fails, so no graph holding part of a sized
+        // launch is instantiated.
         let mut graph: CUgraph = std::ptr::null_mut();
         // SAFETY: the capture begun above on this thread.
         let ended = unsafe { sys::cuStreamEndCapture(s, &mut graph) };
-        match ended {
-            sys::CUresult::CUDA_SUCCESS => {
-                let mut nodes = 0usize;
-                // SAFETY: a live graph; a null array asks for the count only.
-                let counted =
-                    unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut nodes) };
-                check(counted, "cuGraphGetNodes").unwrap();
-                assert_eq!(nodes, 1, "only the memset the user captured is left");
-                let mut exec: CUgraphExec = std::ptr::null_mut();
-                // SAFETY: a live graph; the executable one and the graph are destroyed after
-                // the launch completed.
-                unsafe {
-                    check(
-                        sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
-                        "instantiate",
-                    )
-                    .unwrap();
-                    check(sys::cuGraphLaunch(exec, s), "launch").unwrap();
-                    stream.synchronize().unwrap();
-                    let _ = sys::cuGraphExecDestroy(exec);
-                    let _ = sys::cuGraphDestroy(graph);
-                }
-                eprintln!("the capture ended with the memset alone");
-            }
-            sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED => {
-                assert!(graph.is_null());
-                eprintln!("the capture was invalidated");
-            }
-            other => panic!("ending the capture: {other:?}"),
-        }
+        assert_eq!(
+            ended,
+            sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+            "ending the capture"
+        );
+        assert!(graph.is_null());
         // The stream is usable again, outside any capture.
         memset(s);
         stream.synchronize().unwrap();

@@ -466,11 +466,15 @@ fn a_wait_times_out_behind_a_slow_producer() -> Result<()> {
         21,
         200_000_000,
     )?;
+    let launched = std::time::Instant::now();
     let t = launch.enqueue(&b.stream)?;
+    let enqueued = launched.elapsed();
     let short = t.wait_timeout(std::time::Duration::from_millis(5));
     ensure!(
         matches!(short, Err(Error::Timeout { .. })),
-        "a 5 ms wait behind 200 ms: {short:?}"
+        "a 5 ms wait behind 200 ms: {short:?}, the enqueue having taken {enqueued:?} and the \
+         wait returned {:?} after the producer's launch",
+        launched.elapsed()
     );
     let done = t.wait_timeout(std::time::Duration::from_secs(20))?;
     ensure!(done.count() == 21 && done.class() == 1, "{done:?}");
