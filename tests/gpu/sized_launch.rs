@@ -21,7 +21,7 @@ pub const TESTS: &[Test] = test_support::tests![
     bad_configurations_and_bodies_are_typed_errors,
     every_count_type_is_read_as_its_type,
     a_ticket_256_launches_old_is_an_overrun,
-    a_wait_times_out_behind_a_slow_producer,
+    a_wait_times_out_behind_a_slow_producer.exclusive(),
     enqueues_from_several_threads_each_get_their_outcome,
     a_count_of_another_kind_of_memory_is_refused,
 ];
