@@ -21,8 +21,8 @@
 // The staged set copies the whole slot unless the readback's `staged_copy` says otherwise
 // (`columns.rs`): at these fills the sized copy would take its top class, and the driver runs a
 // SWITCH body's copy as a kernel, slower than the copy engine. Traced on the H200
-// (`results/2026-12-04/python-trace-e02038c`): 8 MiB in 159.0 µs p50 by that kernel against
-// 152.9 µs by the copy engine, in one run.
+// (`results/2026-12-04/python-trace-e02038c`): 8 MiB in 158.9 µs p50 by that kernel against
+// 152.8 µs by the copy engine, in one run.
 
 /// The fewest bytes of rows (count × row bytes) that go to the staged slots.
 pub const STAGED_MIN_BYTES: usize = 8 << 20;
