@@ -336,7 +336,17 @@ fn main() -> Result<()> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let mut ratios: Vec<(String, f64, f64, &str)> = Vec::new();
+    // Why a ratio misses, where it does: the step costs measured by the probes
+    // (results/2026-12-04/probe-sized-step-hops-1e59097).
+    const SWITCH_COST: &str = "the SWITCH's device-side launch of its body costs about 7 us a step on driver 580 (probe-sized-step-hops-1e59097), and the setter about 1 more";
+    let why_sync = |way: &str| {
+        match way {
+        "sized" => format!("each level enqueued from the host is its own graph launch (setter + SWITCH), whose device-side start costs more than the round trip it replaces; {SWITCH_COST}"),
+        _ => format!("the sized step's own cost is most of the host round trip it removes; {SWITCH_COST}"),
+    }
+    };
+    let why_over = format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {SWITCH_COST}");
+    let mut ratios: Vec<(String, f64, f64, &str, String)> = Vec::new();
     for sized_way in ["sized", "sized-graph"] {
         let Some(sz) = at_median(sized_way) else {
             continue;
@@ -349,6 +359,7 @@ fn main() -> Result<()> {
                 sz / sync,
                 0.8,
                 "<=",
+                why_sync(sized_way),
             ));
         }
         if let Some(over) = best_over {
@@ -357,10 +368,11 @@ fn main() -> Result<()> {
                 sz / over,
                 1.0,
                 "<=",
+                why_over.clone(),
             ));
         }
     }
-    for (name, r, _, _) in &ratios {
+    for (name, r, ..) in &ratios {
         println!("{name}: {r:.3}");
     }
     let ways_json: Vec<String> = ways
@@ -378,14 +390,19 @@ fn main() -> Result<()> {
             )
         })
         .collect();
-    let t = |name: &str, measured: f64, limit: f64, cmp: &str| {
+    let t = |name: &str, measured: f64, limit: f64, cmp: &str, why: &str| {
         let holds = if cmp == "<=" {
             measured <= limit
         } else {
             measured >= limit
         };
+        let why = if holds {
+            "null".to_string()
+        } else {
+            format!("{why:?}")
+        };
         format!(
-            r#"{{"name": "{name}", "measured": {measured:.3}, "limit": {limit}, "comparison": "{cmp}", "holds": {holds}, "why": null}}"#
+            r#"{{"name": "{name}", "measured": {measured:.3}, "limit": {limit}, "comparison": "{cmp}", "holds": {holds}, "why": {why}}}"#
         )
     };
     let mut targets = vec![t(
@@ -393,11 +410,12 @@ fn main() -> Result<()> {
         wrong as f64,
         0.0,
         "<=",
+        "a vertex's level differs from the host BFS's",
     )];
     targets.extend(
         ratios
             .iter()
-            .map(|(name, r, limit, cmp)| t(name, *r, *limit, cmp)),
+            .map(|(name, r, limit, cmp, why)| t(name, *r, *limit, cmp, why)),
     );
     let record = format!(
         r#"{{
