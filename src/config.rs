@@ -34,7 +34,8 @@ pub enum Transport {
 pub enum StagedCopy {
     /// [`StagedCopy::Sized`] where the driver and the readback allow it (and the driver
     /// accepts its kernel image and graph) and programmatic launch is not asked for, else
-    /// [`StagedCopy::Whole`]. The default.
+    /// [`StagedCopy::Whole`]; for the staged slots of [`Transport::Auto`], always
+    /// [`StagedCopy::Whole`] (they serve nearly full slots). The default.
     #[default]
     Auto,
     /// One fixed-size copy of the whole slot (capacity rows of every column, and the trailer)

@@ -176,7 +176,8 @@
 // beside them where a count within the capacity can nearly fill a large slot; each enqueue
 // goes to the set the count read back last chooses (the thresholds: the Rust crate's
 // `sized_readback::auto`, measured in a committed run). Not with `SRB_FLAG_STAGED` or
-// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_WHOLE` or `_SIZED` choose the staged slots' copy.
+// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_SIZED` makes the staged slots' copy the sized one,
+// which is otherwise the whole slot (they serve nearly full slots).
 #define SRB_FLAG_AUTO 32
 
 // `srb_staged_copy`: the mapped transport, which copies nothing (or a null handle).
@@ -562,7 +563,8 @@ int32_t srb_sized_launch_create(int32_t device,
 // Launches it on `stream` after the work already there (the count's producer): the device
 // picks the count's class and runs its body. Stores the launch's number in `*seq_out` (may be
 // null) for `srb_sized_launch_wait`. On a capturing stream the sized launch is recorded into
-// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`).
+// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`); a
+// recording that fails invalidates the capture (ending it fails).
 //
 // Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle; `SRB_ERR_FOREIGN_CONTEXT`
 // for a stream of another context; `SRB_ERR_CUDA`.

@@ -34,7 +34,8 @@ pub const SRB_FLAG_STAGED_SIZED: u32 = 16;
 /// beside them where a count within the capacity can nearly fill a large slot; each enqueue
 /// goes to the set the count read back last chooses (the thresholds: the Rust crate's
 /// `sized_readback::auto`, measured in a committed run). Not with `SRB_FLAG_STAGED` or
-/// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_WHOLE` or `_SIZED` choose the staged slots' copy.
+/// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_SIZED` makes the staged slots' copy the sized one,
+/// which is otherwise the whole slot (they serve nearly full slots).
 pub const SRB_FLAG_AUTO: u32 = 32;
 
 /// Both copy flags of the staged transport.

@@ -137,7 +137,8 @@ pub unsafe extern "C" fn srb_sized_launch_create(
 /// Launches it on `stream` after the work already there (the count's producer): the device
 /// picks the count's class and runs its body. Stores the launch's number in `*seq_out` (may be
 /// null) for `srb_sized_launch_wait`. On a capturing stream the sized launch is recorded into
-/// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`).
+/// the graph instead (`*seq_out` = 0; after a replay, `srb_sized_launch_recorded`); a
+/// recording that fails invalidates the capture (ending it fails).
 ///
 /// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null handle; `SRB_ERR_FOREIGN_CONTEXT`
 /// for a stream of another context; `SRB_ERR_CUDA`.

@@ -60,7 +60,8 @@ class Readback:
     memory), ``"staged"`` (a device slot, then one copy: of the rows the count needs where the
     driver has CUDA 12.8 graph conditionals, else of the whole slot; ``staged_copy=``) or
     ``"auto"`` (the core's ``Transport::Auto``): a set
-    of slots of each, an enqueue going staged when the last count read back filled at least
+    of slots of each (the staged ones copying the whole slot unless ``staged_copy="sized"``),
+    an enqueue going staged when the last count read back filled at least
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
     (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
     the other has one, the enqueue takes the other. ``slots`` is per set under ``"auto"``.
@@ -434,7 +435,8 @@ class SizedLaunch:
         the count) after the work already there; returns a ``SizedTicket`` at once. On a
         capturing stream (``torch.cuda.graph``) it is recorded into the graph instead and None
         is returned (see ``recorded_outcome``); once recorded, a dropped sized launch is kept
-        to the process's end, since the graph may still be replayed. Launches of one sized
+        to the process's end, since the graph may still be replayed. A recording that fails
+        raises and invalidates the capture (ending it fails). Launches of one sized
         launch run one at a time, whatever their streams."""
     def recorded_outcome(self) -> Optional[LaunchOutcome]:
         """After a replay of a graph it was recorded into has completed: the newest replay's

@@ -205,11 +205,11 @@ impl SizedLaunch {
         match unsafe { self.launch().enqueue_raw(handle) } {
             Ok(t) => Ok(Some(SizedTicket { ticket: t })),
             Err(srb::Error::StreamCapturing) => {
-                self.recorded.store(true, Ordering::Relaxed);
                 // SAFETY: a capturing stream; once recorded, this sized launch and what it
                 // keeps are retired, not freed, when dropped (Drop below), so every replay
-                // finds them.
+                // finds them. A recording that fails invalidates the capture: no replay.
                 unsafe { self.launch().record(handle) }.py_err(py)?;
+                self.recorded.store(true, Ordering::Relaxed);
                 Ok(None)
             }
             Err(e) => Err(to_py(py, e)),

@@ -396,30 +396,31 @@ pub(crate) unsafe fn capture_switch(
         // SAFETY: the driver's array of n nodes, valid until the next capture call on stream.
         unsafe { std::slice::from_raw_parts(deps, n) }
     };
-    // SAFETY: per the contract; the capture's own graph and dependencies.
-    let added = unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill) };
-    let mut added = match added {
-        Ok(added) => added,
-        Err(e) => {
-            // What was added stays in the capture's graph (the driver does not remove nodes
-            // from a graph being captured), without the SWITCH's bodies, and nothing may run
-            // it: a query of the capturing stream is an illegal operation in a capture, which
-            // invalidates it, so ending it fails and no graph of it is instantiated.
-            // SAFETY: a live stream per the contract; its status is the point, not its result.
-            let _ = unsafe { sys::cuStreamQuery(stream) };
-            return Err(e);
-        }
+    let record = || -> Result<()> {
+        // SAFETY: per the contract; the capture's own graph and dependencies.
+        let mut added =
+            unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill)? };
+        // SAFETY: the stream is capturing; the node is of its graph.
+        let status = unsafe {
+            sys::cuStreamUpdateCaptureDependencies(
+                stream,
+                &mut added.switch_node,
+                1,
+                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                    as u32,
+            )
+        };
+        check(status, "cuStreamUpdateCaptureDependencies")
     };
-    // SAFETY: the stream is capturing; the node is of its graph.
-    let status = unsafe {
-        sys::cuStreamUpdateCaptureDependencies(
-            stream,
-            &mut added.switch_node,
-            1,
-            sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES as u32,
-        )
-    };
-    check(status, "cuStreamUpdateCaptureDependencies")
+    record().inspect_err(|_| {
+        // What was added stays in the capture's graph (the driver does not remove nodes from
+        // a graph being captured): a setter and a SWITCH missing bodies, or whole but not
+        // followed by what the capture records next. Nothing may run them: a query of the
+        // capturing stream is an illegal operation in a capture, which invalidates it, so
+        // ending it fails and no graph of it is instantiated.
+        // SAFETY: a live stream per the contract; its status is the point, not its result.
+        let _ = unsafe { sys::cuStreamQuery(stream) };
+    })
 }
 
 impl Drop for SwitchGraph {

@@ -367,8 +367,10 @@ impl SizedLaunch {
     /// Records it into the graph `stream` is capturing, after the work captured there: each
     /// replay of that graph reads the count and runs its class's body, and
     /// [`SizedLaunch::recorded_outcome`] tells the newest replay's outcome once it completed.
-    /// Should the driver refuse a body in this graph, the error is returned and the capture is
-    /// invalidated (ending it fails): no graph is left holding part of a sized launch.
+    /// An error while recording (the driver refusing a node or a body in this graph) is
+    /// returned and invalidates the capture: ending it then fails, so no graph holding part of
+    /// a sized launch is instantiated. Errors found before anything is added (a stream that is
+    /// not capturing, of another context) leave the capture as it was.
     ///
     /// # Safety
     /// `stream` is a live stream of this context, capturing; this sized launch (its status
