@@ -182,6 +182,8 @@ def test_auto_transport_follows_the_last_count():
     cap = 1 << 20
     rb = srb.Readback(cap, dtype=torch.float64, transport="auto")
     assert rb.info["transport"] == "auto"
+    # Its staged slots serve nearly full slots: the whole-slot copy.
+    assert rb.info["staged_copy"] == "whole"
     big = rb.auto_staged_from
     assert big == max(srb._native.AUTO_STAGED_MIN_BYTES // 8, int(np.ceil(cap * srb._native.AUTO_STAGED_MIN_FILL)))
     x = torch.arange(cap, device=DEV, dtype=torch.float64)

@@ -107,7 +107,11 @@ fn auto_goes_staged_after_a_nearly_full_count() -> Result<()> {
     }
     // The policy's own numbers, as the readback reports them.
     ensure!(auto::STAGED_MIN_BYTES == 8 << 20 && auto::STAGED_MIN_FILL_PERMILLE == 937);
-    // A staged copy asked for is the staged set's, and reads back alike.
+    // A staged copy asked for is the staged set's, and reads back alike (where the driver
+    // has the sized copy: CUDA 12.8).
+    if !sized_readback::testing::driver_has_conditionals() {
+        return Ok(());
+    }
     let sized = Readback::<f64>::with_config(
         &ctx,
         ReadbackConfig::new(cap)
@@ -140,7 +144,12 @@ fn auto_on_a_small_slot_stays_mapped() -> Result<()> {
     // Growing keeps the transport: a slot large enough gets staged slots.
     rb.grow(2 << 20)?;
     let grown = rb.info();
-    ensure!(grown.transport == Transport::Auto && grown.auto_staged_from.is_some());
+    ensure!(
+        grown.transport == Transport::Auto
+            && grown.auto_staged_from.is_some()
+            && grown.staged_copy == Some(StagedCopy::Whole),
+        "{grown:?}"
+    );
     Ok(())
 }
 
