@@ -12,9 +12,10 @@
 # the same few outside its level loop (setup, reset, the end, the check's copy); the
 # over-launch makes none inside it (launches only), so for each call a way's count must equal
 # the over-launch's done the same way (over for the stream ways, over-graph for the graph ways,
-# whose graph is destroyed once after its run): the sum over the calls of the differences' magnitudes, over (runs x levels), is the
-# way's host involvement per level (a call made less often cannot hide one made more). The
-# sync way is the control: its copy and its synchronize, two per level. nsys cannot serve
+# whose graph is destroyed once, after the last run): the sum over the calls of the
+# differences' magnitudes, over (runs x levels), is the way's host involvement per level (a
+# call made less often cannot hide one made more). The sync way is the control: its copy and
+# its synchronize, two per level. nsys cannot serve
 # here: the GPU host's nsys writes a .qdstrm it cannot import.
 # The injection library: $SRB_CUPTI_DIR/libsynccount.so (with libcupti.so.* beside it) if
 # set, else built here with gcc against the toolkit's CUPTI (scripts/cupti-inject.sh).
@@ -48,8 +49,9 @@ log = open(f"{out}/bfs-sync.log").read()
 levels = int(re.search(r"(\d+) levels", log).group(1))
 runs = repeats + 2
 ways = {w: counts(w) for w in ["over", "over-graph", "sync", "sized", "sized-graph"]}
-# A graph way against the over-launch recorded the same way: both capture, launch and destroy
-# one graph per run (the destroy waits for its stream once, outside the level loop).
+# A graph way against the over-launch recorded the same way: both capture one graph, launch it
+# per run and destroy it once (the destroy waits for its stream: one call per process, outside
+# the level loop).
 base = {w: "over-graph" if w.endswith("graph") else "over" for w in ways}
 total = {w: sum(c.values()) for w, c in ways.items()}
 names = sorted(set().union(*ways.values()))

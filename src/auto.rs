@@ -18,6 +18,11 @@
 //! staged ahead at 128 MiB by 2%: where the producer leaves the slot's source in L2, the
 //! mapped pack is faster, and the threshold errs towards it there by that much.)
 
+// The run behind the thresholds ran its approaches in a fixed order that put the mapped
+// readback after a pageable copy, which slows the next cycle's host work; shuffled
+// (`results/2026-12-04/python-18439c4`), mapped matched the staged set at 8 MiB. The thresholds
+// stand until they are measured again that way.
+//
 // The staged set copies the whole slot unless the readback's `staged_copy` says otherwise
 // (`columns.rs`): at these fills the sized copy would take its top class, and the driver runs a
 // SWITCH body's copy as a kernel, slower than the copy engine. Traced on the H200

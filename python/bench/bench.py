@@ -364,7 +364,7 @@ def main(argv=None):
             "latency: host clock (time.perf_counter_ns) from before the producer's launch to the host holding count and data (a numpy view for sized_readback, the pinned or CPU tensor otherwise); Python overhead included",
             "producer (every approach): torch.add(src, k, out=data) over the capacity, then mask.sum(dtype=torch.int32) of a device mask of n True values; producer_only is that plus one event synchronization",
             "nonzero_static copies `size` (= capacity) rows every cycle whatever the count, and truncates silently when the count exceeds size: it cannot report more rows than it was sized for",
-            "approaches run interleaved, one cycle each in turn; the garbage collector is off while timing",
+            "approaches run interleaved, one cycle each per rep in an order shuffled every rep (seeded by n: every run draws the same orders); the garbage collector is off while timing",
             "sized_readback_staged (n = capacity only): the staged transport, a device-side slot and one capacity-sized copy; sized_readback_auto: transport='auto', which goes staged when the last count filled the slot (auto_transports counts what it took at each n)",
             "binding: on an idle stream (each timed call starts after the previous readback was waited for), interleaved: rb.enqueue(x, count), rb._enqueue_raw on pre-read addresses, x.add_(1); x is 4K f64",
             "every cycle is checked against the host's expectation (every element up to n = 64K, 66 sampled elements above)",
