@@ -20,9 +20,22 @@
 //! ```text
 //! cargo run --release --features testing --example sized_loop -- --out results/mine/sized_loop.json
 //! ```
-use anyhow::{ensure, Context, Result};
+#[path = "support/record.rs"]
+mod record;
+
+use anyhow::{ensure, Result};
 use clap::Parser;
+use record::{round, Target};
+use serde::Serialize;
 use sized_readback::testing::sized_loop;
+
+/// One way's row of the record.
+#[derive(Serialize)]
+struct Way<'a> {
+    way: &'a str,
+    p50_us: f64,
+    p99_us: f64,
+}
 
 #[derive(Parser)]
 struct Args {
@@ -50,10 +63,11 @@ fn main() -> Result<()> {
             "{:11} per step: p50 {:8.2} us  p99 {:8.2} us",
             w.way, w.p50_us, w.p99_us
         );
-        rows.push(format!(
-            r#"{{"way": "{}", "p50_us": {:.3}, "p99_us": {:.3}}}"#,
-            w.way, w.p50_us, w.p99_us
-        ));
+        rows.push(Way {
+            way: w.way,
+            p50_us: round(w.p50_us, 3),
+            p99_us: round(w.p99_us, 3),
+        });
     }
     let p50 = |way: &str| run.p50(way).expect("every way measured");
     let sync = p50("sync");
@@ -69,10 +83,12 @@ fn main() -> Result<()> {
             ("host sync + exact launch".to_string(), sync, 0.8),
             (format!("over-launch + early exit ({rival})"), over, 1.0),
         ] {
-            let measured = x / v;
-            targets.push(format!(
-                r#"{{"name": "seed loop, next kernel sized by the device count: {way} / {against}, p50 per step", "measured": {measured:.3}, "limit": {limit}, "comparison": "<=", "holds": {}, "why": null}}"#,
-                measured <= limit
+            targets.push(Target::new(
+                format!("seed loop, next kernel sized by the device count: {way} / {against}, p50 per step"),
+                x / v,
+                limit,
+                "<=",
+                None,
             ));
         }
     }
@@ -86,36 +102,30 @@ fn main() -> Result<()> {
             run.wrong.join("; ")
         }
     );
-    targets.push(format!(
-        r#"{{"name": "ways whose check step wrote the wrong items", "measured": {}, "limit": 0, "comparison": "<=", "holds": {}, "why": null}}"#,
-        run.wrong.len(),
-        run.wrong.is_empty()
+    targets.push(Target::new(
+        "ways whose check step wrote the wrong items",
+        run.wrong.len() as f64,
+        0.0,
+        "<=",
+        None,
     ));
-    let record = format!(
-        r#"{{
- "date": "{date}",
- "commit": "{commit}",
- "machine": "{machine}",
- "command": "example-sized_loop --steps {steps} --repeats {repeats} --capacity {cap}",
- "note": "The seed's loop with its next kernel sized by the device count: per step a producer writes a count log-uniform in [1, {cap}] (median {median}) and a kernel writes that many items. sync: count to pinned memory, stream synchronized, exact grid; over: the capacity's grid with early exit; sized: a SizedLaunch over {classes} classes (built in {build:.0} us) enqueued per step; over-graph and sized-graph: the whole loop recorded once into a CUDA graph (SizedLaunch::record for the sized one). Each sized way is judged against the over-launch of its own kind. Per-step time over loops of {steps} steps, p50 and p99 of {repeats} loops after 3 warm-ups.",
- "ways": [{rows}],
- "targets": [{targets}]
-}}
-"#,
-        date = std::env::var("SRB_DATE").unwrap_or_default(),
-        commit = std::env::var("SRB_COMMIT").unwrap_or_else(|_| "unknown".into()),
-        machine = std::env::var("SRB_MACHINE").unwrap_or_default(),
-        steps = run.steps,
-        repeats = run.repeats,
-        cap = run.capacity,
-        median = run.median_count,
-        classes = run.classes,
-        build = run.build_us,
-        rows = rows.join(", "),
-        targets = targets.join(", "),
-    );
     if let Some(p) = args.out {
-        std::fs::write(&p, record).with_context(|| p.display().to_string())?;
+        let command = format!(
+            "example-sized_loop --steps {steps} --repeats {repeats} --capacity {cap}",
+            steps = run.steps,
+            repeats = run.repeats,
+            cap = run.capacity,
+        );
+        let note = format!(
+            "The seed's loop with its next kernel sized by the device count: per step a producer writes a count log-uniform in [1, {cap}] (median {median}) and a kernel writes that many items. sync: count to pinned memory, stream synchronized, exact grid; over: the capacity's grid with early exit; sized: a SizedLaunch over {classes} classes (built in {build:.0} us) enqueued per step; over-graph and sized-graph: the whole loop recorded once into a CUDA graph (SizedLaunch::record for the sized one). Each sized way is judged against the over-launch of its own kind. Per-step time over loops of {steps} steps, p50 and p99 of {repeats} loops after 3 warm-ups.",
+            steps = run.steps,
+            repeats = run.repeats,
+            cap = run.capacity,
+            median = run.median_count,
+            classes = run.classes,
+            build = run.build_us,
+        );
+        record::write(&p, &command, &note, &rows, &targets)?;
     }
     ensure!(run.wrong.is_empty(), "{}", run.wrong.join("; "));
     Ok(())

@@ -30,10 +30,15 @@
 //! ```text
 //! cargo run --release --example bfs -- --scale 22 --out results/mine/bfs.json
 //! ```
+#[path = "../support/record.rs"]
+mod record;
+
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use cudarc::driver::sys;
 use cudarc::driver::CudaEvent;
+use record::{round, Target};
+use serde::Serialize;
 use sized_readback::testing::{upload, DeviceBuffer, Kernels, PinnedBuffer};
 use sized_readback::{RawCount, SizedLaunch};
 use std::time::Instant;
@@ -340,116 +345,99 @@ fn main() -> Result<()> {
     // (results/2026-12-04/probe-sized-step-hops-1e59097).
     const SWITCH_COST: &str = "the SWITCH's device-side launch of its body costs about 7 us a step on driver 580 (probe-sized-step-hops-1e59097), and the setter about 1 more";
     let why_sync = |way: &str| {
-        match way {
-        "sized" => format!("each level enqueued from the host is its own graph launch (setter + SWITCH), whose device-side start costs more than the round trip it replaces; {SWITCH_COST}"),
-        _ => format!("the sized step's own cost is most of the host round trip it removes; {SWITCH_COST}"),
-    }
+        let what = match way {
+            "sized" => "each level enqueued from the host is its own graph launch (setter + SWITCH), whose device-side start costs more than the round trip it replaces",
+            _ => "the sized step's own cost is most of the host round trip it removes",
+        };
+        format!("{what}; {SWITCH_COST}")
     };
     let why_over = format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {SWITCH_COST}");
-    let mut ratios: Vec<(String, f64, f64, &str, String)> = Vec::new();
+    let mut targets = vec![Target::new(
+        "vertices at a level other than the host BFS's, over every run of every way",
+        wrong as f64,
+        0.0,
+        "<=",
+        Some("a vertex's level differs from the host BFS's".into()),
+    )];
     for sized_way in ["sized", "sized-graph"] {
         let Some(sz) = at_median(sized_way) else {
             continue;
         };
         if let Some(sync) = at_median("sync") {
-            ratios.push((
+            targets.push(Target::new(
                 format!(
                     "time per level at the median frontier: {sized_way} / host sync + exact launch"
                 ),
                 sz / sync,
                 0.8,
                 "<=",
-                why_sync(sized_way),
+                Some(why_sync(sized_way)),
             ));
         }
         if let Some(over) = best_over {
-            ratios.push((
+            targets.push(Target::new(
                 format!("time per level at the median frontier: {sized_way} / over-launch + early exit (the better of over and over-graph)"),
                 sz / over,
                 1.0,
                 "<=",
-                why_over.clone(),
+                Some(why_over.clone()),
             ));
         }
     }
-    for (name, r, ..) in &ratios {
-        println!("{name}: {r:.3}");
+    // The ratios, after the vertex check.
+    for t in &targets[1..] {
+        println!("{}: {:.3}", t.name, t.measured);
     }
-    let ways_json: Vec<String> = ways
+    let rows: Vec<Way> = ways
         .iter()
         .enumerate()
-        .map(|(w, way)| {
-            let lv: Vec<String> = (0..levels)
-                .map(|l| format!(r#"{{"p50_us": {:.3}, "p99_us": {:.3}}}"#, p50(w, l), percentile(&per_level[w][l], 0.99)))
-                .collect();
-            format!(
-                r#"{{"way": "{way}", "whole_p50_us": {:.1}, "whole_p99_us": {:.1}, "per_level": [{}]}}"#,
-                percentile(&whole[w], 0.5),
-                percentile(&whole[w], 0.99),
-                lv.join(", ")
-            )
+        .map(|(w, way)| Way {
+            way,
+            whole_p50_us: round(percentile(&whole[w], 0.5), 1),
+            whole_p99_us: round(percentile(&whole[w], 0.99), 1),
+            per_level: (0..levels)
+                .map(|l| Level {
+                    p50_us: round(p50(w, l), 3),
+                    p99_us: round(percentile(&per_level[w][l], 0.99), 3),
+                })
+                .collect(),
         })
         .collect();
-    let t = |name: &str, measured: f64, limit: f64, cmp: &str, why: &str| {
-        let holds = if cmp == "<=" {
-            measured <= limit
-        } else {
-            measured >= limit
-        };
-        let why = if holds {
-            "null".to_string()
-        } else {
-            format!("{why:?}")
-        };
-        format!(
-            r#"{{"name": "{name}", "measured": {measured:.3}, "limit": {limit}, "comparison": "{cmp}", "holds": {holds}, "why": {why}}}"#
-        )
-    };
-    let mut targets = vec![t(
-        "vertices at a level other than the host BFS's, over every run of every way",
-        wrong as f64,
-        0.0,
-        "<=",
-        "a vertex's level differs from the host BFS's",
-    )];
-    targets.extend(
-        ratios
-            .iter()
-            .map(|(name, r, limit, cmp, why)| t(name, *r, *limit, cmp, why)),
-    );
-    let record = format!(
-        r#"{{
- "date": "{date}",
- "commit": "{commit}",
- "machine": "{machine}",
- "command": "example-bfs --scale {scale} --repeats {repeats} --timing {timing}{only}",
- "note": "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: the grid covering every edge, the top class's ({over_grid} blocks of grid-stride tiles); sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level {how}, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run.",
- "ways": [{ways}],
- "targets": [{targets}]
-}}
-"#,
-        date = std::env::var("SRB_DATE").unwrap_or_default(),
-        commit = std::env::var("SRB_COMMIT").unwrap_or_else(|_| "unknown".into()),
-        machine = std::env::var("SRB_MACHINE").unwrap_or_default(),
-        scale = args.scale,
-        repeats = args.repeats,
-        only = args
+    if let Some(p) = args.out {
+        let only = args
             .only
             .as_deref()
             .map(|o| format!(" --only {o}"))
-            .unwrap_or_default(),
-        timing = args.timing,
-        how = if events {
+            .unwrap_or_default();
+        let (scale, repeats, timing) = (args.scale, args.repeats, args.timing);
+        let command =
+            format!("example-bfs --scale {scale} --repeats {repeats} --timing {timing}{only}");
+        let how = if events {
             "the time between consecutive level-start events (stream events; event-record nodes in the graph ways)".to_string()
         } else {
             format!("the time between consecutive level starts read from the device clock (%globaltimer, step {clock_step_ns} ns) by each level's prepare kernel, which every way runs, so timing adds no work; a last prepare after the last level stamps the end")
-        },
-        ways = ways_json.join(", "),
-        targets = targets.join(", "),
-    );
-    if let Some(p) = args.out {
-        std::fs::write(&p, record).with_context(|| p.display().to_string())?;
+        };
+        let note = format!(
+            "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: the grid covering every edge, the top class's ({over_grid} blocks of grid-stride tiles); sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level {how}, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run."
+        );
+        record::write(&p, &command, &note, &rows, &targets)?;
     }
     ensure!(wrong == 0, "{wrong} vertices at the wrong level");
     Ok(())
+}
+
+/// One way's row of the record.
+#[derive(Serialize)]
+struct Way<'a> {
+    way: &'a str,
+    whole_p50_us: f64,
+    whole_p99_us: f64,
+    per_level: Vec<Level>,
+}
+
+/// One level's time, p50 and p99 over the runs (µs).
+#[derive(Serialize)]
+struct Level {
+    p50_us: f64,
+    p99_us: f64,
 }
