@@ -72,6 +72,18 @@ fn main() -> Result<()> {
     let p50 = |way: &str| run.p50(way).expect("every way measured");
     let sync = p50("sync");
     let mut targets = Vec::new();
+    // Why a ratio misses, where it does: the step costs measured by the probe
+    // (results/2026-12-04/probe-sized-step-hops-1e59097).
+    const SWITCH_COST: &str = "a setter and the SWITCH's launch of its body cost about 8 us a step on driver 580 (probe-sized-step-hops-1e59097)";
+    let why = |way: &str, rival: &str| {
+        let what = match (way, rival) {
+            ("sized", "sync") => "each step is its own graph launch from the host, whose device-side start is most of the round trip it replaces",
+            ("sized", _) => "each step is its own graph launch from the host, where the over-launch is one kernel launch whose idle blocks exit at once",
+            (_, "sync") => "the sized step's own cost is most of the host round trip it removes",
+            _ => "the over-launch recorded the same way costs a kernel-to-kernel edge, about 2 us a step",
+        };
+        format!("{what}; {SWITCH_COST}")
+    };
     for (way, rival) in [("sized", "over"), ("sized-graph", "over-graph")] {
         let (x, over) = (p50(way), p50(rival));
         println!(
@@ -79,16 +91,26 @@ fn main() -> Result<()> {
             x / sync,
             x / over
         );
-        for (against, v, limit) in [
-            ("host sync + exact launch".to_string(), sync, 0.8),
-            (format!("over-launch + early exit ({rival})"), over, 1.0),
+        for (against, v, limit, why) in [
+            (
+                "host sync + exact launch".to_string(),
+                sync,
+                0.8,
+                why(way, "sync"),
+            ),
+            (
+                format!("over-launch + early exit ({rival})"),
+                over,
+                1.0,
+                why(way, rival),
+            ),
         ] {
             targets.push(Target::new(
                 format!("seed loop, next kernel sized by the device count: {way} / {against}, p50 per step"),
                 x / v,
                 limit,
                 "<=",
-                None,
+                Some(why),
             ));
         }
     }
@@ -107,7 +129,7 @@ fn main() -> Result<()> {
         run.wrong.len() as f64,
         0.0,
         "<=",
-        None,
+        Some(run.wrong.join("; ")),
     ));
     if let Some(p) = args.out {
         let command = format!(
