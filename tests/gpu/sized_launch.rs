@@ -13,17 +13,20 @@ use sized_readback::{Error, RawCount, SizedLaunch};
 use std::sync::Arc;
 use test_support::{SubjectContext, Test};
 
+// Every test runs alone: building captures the bodies and dropping synchronizes the context,
+// and the driver refuses a context synchronization while any stream of it is capturing (and
+// invalidates that capture), whichever thread does either.
 pub const TESTS: &[Test] = test_support::tests![
-    every_class_boundary_runs_its_body_alone,
-    counts_past_the_capacity_or_negative_run_nothing,
-    a_loop_of_device_counts_with_no_host_sync,
-    a_recording_in_a_capture_runs_each_replays_class,
-    bad_configurations_and_bodies_are_typed_errors,
-    every_count_type_is_read_as_its_type,
-    a_ticket_256_launches_old_is_an_overrun,
+    every_class_boundary_runs_its_body_alone.exclusive(),
+    counts_past_the_capacity_or_negative_run_nothing.exclusive(),
+    a_loop_of_device_counts_with_no_host_sync.exclusive(),
+    a_recording_in_a_capture_runs_each_replays_class.exclusive(),
+    bad_configurations_and_bodies_are_typed_errors.exclusive(),
+    every_count_type_is_read_as_its_type.exclusive(),
+    a_ticket_256_launches_old_is_an_overrun.exclusive(),
     a_wait_times_out_behind_a_slow_producer.exclusive(),
-    enqueues_from_several_threads_each_get_their_outcome,
-    a_count_of_another_kind_of_memory_is_refused,
+    enqueues_from_several_threads_each_get_their_outcome.exclusive(),
+    a_count_of_another_kind_of_memory_is_refused.exclusive(),
 ];
 
 fn ctx() -> Arc<CudaContext> {

@@ -282,16 +282,15 @@ pub(super) fn columns_raw_after_an_event() -> Result<()> {
     let rb = ColumnReadback::new(&ctx, &schema, ReadbackConfig::new(cap).slots(3))?;
     let mut errors = 0;
     for key in 0..200u64 {
-        // The producer's tag is the key's parity and its step key / 2: set the step counter.
-        let step = key / 2;
-        // SAFETY: 8-byte device buffer of this context; compute is idle (waited below).
-        unsafe { sized_readback::testing::upload(&ctx, b.step.ptr(), &step.to_le_bytes())? };
-        // The upload may still be landing, and `compute` (non-blocking) is not ordered after it:
-        // without this the producer read the previous step's counter once under synccheck
-        // (key 16 read back key 14's count, 560).
-        ctx.synchronize()?;
+        // The producer's key is 2 * step + tag: the tag is the key's parity, and the step
+        // counter (zeroed) moves on after each odd key, on `compute`, so each producer reads
+        // its own step. A host upload would need a context-wide synchronization, which fails
+        // while another test's stream is capturing.
         k.step(&compute, &b, (key % 2) as u32)?;
         done.record(&compute)?;
+        if key % 2 == 1 {
+            k.advance(&compute, &b)?;
+        }
         // SAFETY: the buffers outlive the wait below; `done` orders the pack after the
         // producer, and the next producer runs only after this wait.
         let tk = unsafe {

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use test_support::{soak, Test};
 
 pub const TESTS: &[Test] = test_support::tests![
-    soak_short,
-    threads_each_with_own_readback,
+    // Their graph lanes capture, and drop graph readbacks (a context synchronization).
+    soak_short.exclusive(),
+    threads_each_with_own_readback.exclusive(),
     shared_readback_across_threads,
     // Its timeout check, as lifecycle::wait_timeout_returns_timeout's.
     library_errors_do_not_poison_other_streams.exclusive(),

@@ -8,7 +8,9 @@
 //!   with `--include-ignored`, it is still ignored, at run time, with the reason.
 //! - A test marked [`exclusive`](Test::exclusive) runs alone: it holds the write side of one
 //!   lock while every other test holds its read side. For tests that measure time or memory,
-//!   and for graph capture, whose context-wide synchronization must not meet other tests' work.
+//!   and for tests that capture a graph or synchronize the context (dropping a graph readback
+//!   or a sized launch does): the driver refuses a context synchronization while any stream of
+//!   the context is capturing, whichever thread captures, and invalidates that capture.
 //!   On the GPU host (H200, driver 580) an enqueue on one thread stalled until the device was
 //!   idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost synchronize
 //!   the device and hold the driver's lock meanwhile); runs alone never stalled.
