@@ -497,8 +497,9 @@ int32_t srb_next(const struct srb_readback *rb,
 uint32_t srb_buckets(const struct srb_readback *rb);
 
 // Destroys a readback (null is ignored). Waits for its readbacks still in flight (for a
-// graph readback, for all of the context's work); appends begun and not ended are ended as
-// failed first. Launching a graph that recorded it afterwards is undefined behaviour.
+// graph readback, for all of the context's work: call it while no stream of the context is
+// capturing, in any thread); appends begun and not ended are ended as failed first. Launching
+// a graph that recorded it afterwards is undefined behaviour.
 //
 // # Safety
 // `rb` is null or a handle from `srb_create`, destroyed once and not used afterwards.
@@ -613,8 +614,10 @@ uint32_t srb_sized_launch_classes(const struct srb_sized_launch *l,
                                   uint64_t *n_max_out,
                                   uint32_t len);
 
-// Destroys a sized launch (null is ignored), after its launches in flight. Launching a graph
-// it was recorded into afterwards is undefined behaviour.
+// Destroys a sized launch (null is ignored), after its launches in flight: it synchronizes the
+// context, so call it while no stream of the context is capturing, in any thread (the driver
+// refuses the synchronization then, and invalidates that capture). Launching a graph it was
+// recorded into afterwards is undefined behaviour.
 //
 // # Safety
 // `l` is null or a handle from `srb_sized_launch_create`, destroyed once.

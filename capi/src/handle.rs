@@ -123,8 +123,9 @@ pub unsafe extern "C" fn srb_buckets(rb: *const srb_readback) -> u32 {
 }
 
 /// Destroys a readback (null is ignored). Waits for its readbacks still in flight (for a
-/// graph readback, for all of the context's work); appends begun and not ended are ended as
-/// failed first. Launching a graph that recorded it afterwards is undefined behaviour.
+/// graph readback, for all of the context's work: call it while no stream of the context is
+/// capturing, in any thread); appends begun and not ended are ended as failed first. Launching
+/// a graph that recorded it afterwards is undefined behaviour.
 ///
 /// # Safety
 /// `rb` is null or a handle from `srb_create`, destroyed once and not used afterwards.

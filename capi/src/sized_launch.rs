@@ -287,8 +287,10 @@ pub unsafe extern "C" fn srb_sized_launch_classes(
     classes.len() as u32
 }
 
-/// Destroys a sized launch (null is ignored), after its launches in flight. Launching a graph
-/// it was recorded into afterwards is undefined behaviour.
+/// Destroys a sized launch (null is ignored), after its launches in flight: it synchronizes the
+/// context, so call it while no stream of the context is capturing, in any thread (the driver
+/// refuses the synchronization then, and invalidates that capture). Launching a graph it was
+/// recorded into afterwards is undefined behaviour.
 ///
 /// # Safety
 /// `l` is null or a handle from `srb_sized_launch_create`, destroyed once.

@@ -404,7 +404,9 @@ class SizedLaunch:
     raises, or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
     Keep the arrays the bodies read and write alive while the sized launch is launched, and
     write each step's count into the same array (``torch.sum(..., out=n)``, ``n.copy_(...)``):
-    the sized launch reads the address it was built with.
+    the sized launch reads the address it was built with. Building it, and freeing it (which
+    synchronizes the context), must not overlap another thread's stream capture: the driver
+    refuses a context synchronization while any stream of it is capturing.
 
     Example (CuPy)::
 

@@ -298,6 +298,12 @@ fn add_body(body: CUgraph, captured: &Option<GraphGuard>) -> Result<()> {
 ///
 /// Whatever the bodies read or write (the count, the kernels' buffers, library handles and
 /// workspaces) must stay valid for as long as the sized launch is enqueued.
+///
+/// Building captures each body on a stream of its own, and dropping the last handle
+/// synchronizes the context (`cuCtxSynchronize`): recorded launches record no event, so only
+/// that says none still writes the status memory it frees. Do either while no other thread
+/// synchronizes the context or captures on it: the driver refuses a context synchronization
+/// while any of its streams is capturing, and invalidates that capture.
 #[derive(Debug)]
 pub struct SizedLaunch(Arc<Launch>);
 
