@@ -15,6 +15,11 @@ def commit():
     for var in ("SRB_COMMIT", "GIT_COMMIT", "COMMIT"):
         if os.environ.get(var):
             return os.environ[var]
+    # A staged tree (scripts/gpu-stage.sh) names the commit its binaries and wheel were built
+    # at; the checkout's HEAD there may be another.
+    staged = ROOT / ".gpu" / "COMMIT"
+    if staged.is_file():
+        return staged.read_text().strip()
     try:
         return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     except Exception:
