@@ -13,9 +13,8 @@ use sized_readback::{Error, RawCount, SizedLaunch};
 use std::sync::Arc;
 use test_support::{SubjectContext, Test};
 
-// Every test runs alone: building captures the bodies and dropping synchronizes the context,
-// and the driver refuses a context synchronization while any stream of it is capturing (and
-// invalidates that capture), whichever thread does either.
+// Every test runs alone: building a sized launch captures its bodies (see the harness's
+// `exclusive`).
 pub const TESTS: &[Test] = test_support::tests![
     every_class_boundary_runs_its_body_alone.exclusive(),
     counts_past_the_capacity_or_negative_run_nothing.exclusive(),

@@ -17,7 +17,8 @@ pub const TESTS: &[Test] = test_support::tests![
     shared_readback_across_threads,
     // Its timeout check, as lifecycle::wait_timeout_returns_timeout's.
     library_errors_do_not_poison_other_streams.exclusive(),
-    two_gpus.gpus(2),
+    // Its soak's graph lanes capture on device 0, as soak_short's do.
+    two_gpus.gpus(2).exclusive(),
 ];
 
 fn soak_short() -> Result<()> {

@@ -8,9 +8,12 @@
 //!   with `--include-ignored`, it is still ignored, at run time, with the reason.
 //! - A test marked [`exclusive`](Test::exclusive) runs alone: it holds the write side of one
 //!   lock while every other test holds its read side. For tests that measure time or memory,
-//!   and for tests that capture a graph or synchronize the context (dropping a graph readback
-//!   or a sized launch does): the driver refuses a context synchronization while any stream of
-//!   the context is capturing, whichever thread captures, and invalidates that capture.
+//!   and for every test that captures a graph (building a sized launch captures its bodies):
+//!   the driver refuses a context synchronization while any stream of the context is
+//!   capturing, whichever thread captures, and invalidates that capture. The synchronizations
+//!   cannot be kept apart instead: dropping a graph readback or a sized launch synchronizes the
+//!   context, and so does cudarc's `CudaContext::new_stream` when the context object has no
+//!   live stream (with event tracking on, its default), which nearly every test calls.
 //!   On the GPU host (H200, driver 580) an enqueue on one thread stalled until the device was
 //!   idle while other tests freed device or pinned memory (cuMemFree/cuMemFreeHost synchronize
 //!   the device and hold the driver's lock meanwhile); runs alone never stalled.
