@@ -257,7 +257,8 @@ class AppendCore {
         uint32_t ok;
         uint32_t last;
         /** What this block did: 1 stored rows into the slot, 2 into the spill region, 4 counted
-            rows (took part in the count's atomics). */
+            rows (took part in the count's atomics) or set a flag the last block reads (misuse,
+            a bad bucket). Nonzero: finish() releases the block's stores before it counts out. */
         uint32_t wrote;
         uint32_t status;
         SlotChoice choice;
