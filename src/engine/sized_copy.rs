@@ -21,6 +21,7 @@ use crate::layout::{SlotLayout, COLUMN_ALIGN};
 use crate::raw::abi;
 use crate::raw::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::raw::module::{Kernel, Module};
+use crate::raw::stream::Stream;
 use crate::raw::switch_graph::{self, HostCopy, SwitchGraph};
 use crate::source::RawCount;
 use cudarc::driver::sys::CUdeviceptr;
@@ -94,8 +95,9 @@ impl SizedCopy {
             .map(|k| class_ranges(layout, k))
             .collect();
         // The uploads go to a stream of their own, synchronized before the readback is handed
-        // out (the legacy stream would wait for, and hold up, the context's other work).
-        let upload = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        // out (the legacy stream would wait for, and hold up, the context's other work; and
+        // not cudarc's `new_stream`, which can synchronize the context: `raw::stream`).
+        let upload = Stream::new(ctx)?;
         let mut graphs = Vec::with_capacity(num_slots);
         let built = (0..num_slots).try_for_each(|slot| -> Result<()> {
             let base = slot * layout.slot_stride();
@@ -121,24 +123,14 @@ impl SizedCopy {
             // staging buffer and the host buffer (allocated device-mapped for this), which the
             // Slots that own this outlive it with; `upload` is a stream of the context.
             let graph = unsafe {
-                SwitchGraph::new(
-                    ctx.cu_ctx(),
-                    &kernel,
-                    shape,
-                    param,
-                    &bodies,
-                    upload.cu_stream(),
-                )?
+                SwitchGraph::new(ctx.cu_ctx(), &kernel, shape, param, &bodies, upload.raw())?
             };
             graphs.push(graph);
             Ok(())
         });
         // Built or not, the uploads enqueued so far end here: where a graph failed, the ones
         // before it are destroyed when `graphs` drops on return, and none may be mid-upload.
-        let synced = upload
-            .synchronize()
-            .map_err(Error::cuda("cuStreamSynchronize"));
-        built.and(synced)?;
+        built.and(upload.synchronize())?;
         Ok(SizedCopy { graphs })
     }
 

@@ -6,7 +6,6 @@ use crate::config::ReadbackConfig;
 use crate::error::Result;
 use crate::layout::{BucketTable, SlotLayout};
 use crate::raw::buffer::DeviceBuffer;
-use crate::raw::driver;
 use crate::source::ColumnSource;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaContext;
@@ -69,14 +68,10 @@ impl<F> SpillRegion<F> {
         } = plan;
         let k = layout.buckets();
         let offsets = if k > 1 {
-            let buf = DeviceBuffer::new_zeroed(ctx, 8 * k)?;
             let words: Vec<u8> = (0..k as u64)
                 .flat_map(|b| (b * rows as u64).to_le_bytes())
                 .collect();
-            driver::bind(ctx)?;
-            // SAFETY: the buffer holds k u64, just allocated; nothing uses it yet.
-            unsafe { driver::memcpy_htod(buf.ptr(), &words)? };
-            Some(buf)
+            Some(DeviceBuffer::new_with(ctx, words.len(), &words)?)
         } else {
             None
         };

@@ -1,6 +1,7 @@
 //! Owned buffers: pinned host memory (optionally mapped into the device's address space) and
 //! device memory. Both free themselves on drop with their context bound.
 use super::driver;
+use super::stream::Stream;
 use crate::allocations::{DEVICE, PINNED};
 use crate::error::Result;
 use cudarc::driver::sys::{self, CUdeviceptr};
@@ -82,19 +83,44 @@ pub(crate) struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
-    /// Allocates `len` bytes (at least 1), zero-filled.
+    /// Allocates `len` bytes (at least 1), zero-filled before it returns, so that no byte is
+    /// ever read uninitialized and no pack launched at once can run before the zeroing.
     pub(crate) fn new_zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        Self::new_with(ctx, len, &[])
+    }
+
+    /// Allocates `len` bytes (at least 1, and at least `init.len()`): `init`, then zeros, in
+    /// place before it returns.
+    ///
+    /// The writes run on a stream of their own: on the legacy default stream (`cuMemsetD8`,
+    /// `cuMemcpyHtoD`) they would wait for every blocking stream of the context, such as a C
+    /// caller's `cudaStreamCreate` streams, and a context synchronization for all its work.
+    pub(crate) fn new_with(ctx: &Arc<CudaContext>, len: usize, init: &[u8]) -> Result<Self> {
         driver::bind(ctx)?;
-        let len = len.max(1);
+        let len = len.max(init.len()).max(1);
         // SAFETY: the context is current.
-        let ptr = unsafe { driver::device_alloc_zeroed(len)? };
+        let ptr = unsafe { driver::device_alloc(len)? };
         DEVICE.made(len);
-        Ok(DeviceBuffer {
+        // Owned from here: an error below frees it.
+        let buf = DeviceBuffer {
             ctx: ctx.clone(),
             ptr,
             len,
-        })
+        };
+        let writes = Stream::new(ctx)?;
+        // SAFETY: `len` bytes just allocated, which no other work can know of yet, and `init`
+        // fits in them; `writes` is a live stream of the context, synchronized before `init`'s
+        // borrow ends.
+        unsafe {
+            driver::memset_zero_async(ptr, len, writes.raw())?;
+            if !init.is_empty() {
+                driver::memcpy_htod_async(ptr, init, writes.raw())?;
+            }
+        }
+        writes.synchronize()?;
+        Ok(buf)
     }
+
     /// Device address of byte 0.
     pub(crate) fn ptr(&self) -> CUdeviceptr {
         self.ptr
@@ -104,7 +130,7 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let _ = driver::bind(&self.ctx);
-        // SAFETY: allocated by device_alloc_zeroed, freed once; owners wait for device work first.
+        // SAFETY: allocated by device_alloc, freed once; owners wait for device work first.
         let _ = unsafe { driver::device_free(self.ptr) };
         DEVICE.freed(self.len);
     }

@@ -134,42 +134,22 @@ pub(crate) unsafe fn host_device_pointer(p: *mut u8) -> Result<CUdeviceptr> {
     Ok(d)
 }
 
-/// `cuMemAlloc`, then `cuMemsetD8` to zero (so no byte is ever read uninitialized), waited for
-/// before returning.
+/// `cuMemAlloc`: uninitialized device memory.
 ///
 /// # Safety
 /// A context must be current on this thread.
-pub(crate) unsafe fn device_alloc_zeroed(bytes: usize) -> Result<CUdeviceptr> {
+pub(crate) unsafe fn device_alloc(bytes: usize) -> Result<CUdeviceptr> {
     let mut d: CUdeviceptr = 0;
     // SAFETY: d is a valid out-pointer; a context is current.
     let status = unsafe { sys::cuMemAlloc_v2(&mut d, bytes) };
     check(status, "cuMemAlloc")?;
-    // cuMemsetD8 on device memory is asynchronous with respect to the host and runs in the
-    // legacy default stream, which does not order work in non-blocking streams (cudarc's
-    // streams are all non-blocking): without the wait, a pack launched at once could run
-    // before the zeroing and have its slot or its block counter overwritten (seen under
-    // compute-sanitizer synccheck as a trailer of zeros). Waiting here costs only creation.
-    // SAFETY: d holds `bytes` bytes just allocated; the null stream is the legacy stream.
-    let status = unsafe { sys::cuMemsetD8_v2(d, 0, bytes) };
-    let zeroed = check(status, "cuMemsetD8").and_then(|()| {
-        check(
-            // SAFETY: as above.
-            unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
-            "cuStreamSynchronize",
-        )
-    });
-    if let Err(e) = zeroed {
-        // SAFETY: allocated above, not used by any work (the memset failed or completed).
-        let _ = unsafe { sys::cuMemFree_v2(d) };
-        return Err(e);
-    }
     Ok(d)
 }
 
 /// `cuMemFree`.
 ///
 /// # Safety
-/// `d` came from [`device_alloc_zeroed`], is freed once, and no device work still uses it.
+/// `d` came from [`device_alloc`], is freed once, and no device work still uses it.
 pub(crate) unsafe fn device_free(d: CUdeviceptr) -> Result<()> {
     // SAFETY: per the contract.
     let status = unsafe { sys::cuMemFree_v2(d) };
@@ -191,6 +171,24 @@ pub(crate) unsafe fn memcpy_dtoh_async(
         // SAFETY: per the contract.
         unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream) },
         "cuMemcpyDtoHAsync",
+    )
+}
+
+/// `cuMemcpyHtoDAsync` from `src`, which may be pageable.
+///
+/// # Safety
+/// `dst` is device memory of at least `src.len()` bytes that no other work touches meanwhile;
+/// `stream` is a live stream of the current context, synchronized before `src` is dropped or
+/// written.
+pub(crate) unsafe fn memcpy_htod_async(
+    dst: CUdeviceptr,
+    src: &[u8],
+    stream: CUstream,
+) -> Result<()> {
+    check(
+        // SAFETY: per the contract.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream) },
+        "cuMemcpyHtoDAsync",
     )
 }
 

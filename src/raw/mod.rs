@@ -1,5 +1,5 @@
 //! The lowest layer: the slot ABI generated from the kernels' header, thin checked driver
-//! calls, owned device and pinned buffers and events, and the embedded kernels.
+//! calls, owned device and pinned buffers, events and streams, and the embedded kernels.
 //! Crate-private; everything above it goes through these types.
 pub(crate) mod abi;
 pub(crate) mod buffer;
@@ -7,4 +7,5 @@ pub(crate) mod driver;
 pub(crate) mod event;
 pub(crate) mod images;
 pub(crate) mod module;
+pub(crate) mod stream;
 pub(crate) mod switch_graph;

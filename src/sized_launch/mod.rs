@@ -19,6 +19,7 @@ use crate::raw::buffer::PinnedBuffer;
 use crate::raw::driver;
 use crate::raw::event::Event;
 use crate::raw::module::{Kernel, Module};
+use crate::raw::stream::Stream;
 use crate::raw::switch_graph::{self, GraphGuard, SwitchGraph};
 use crate::source::RawCount;
 use cudarc::driver::sys::{self, CUgraph};
@@ -144,7 +145,9 @@ impl SizedLaunchBuilder {
             classes: classes.len() as u32,
             n_max,
         };
-        let capture = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        // A stream of the library's own, lent to the closure (not cudarc's `new_stream`, which
+        // can synchronize the context: `raw::stream`).
+        let capture = Stream::new(ctx)?.lend();
         let k = classes.len() as u32;
         let mut bodies = Vec::with_capacity(classes.len());
         for (i, &n_max) in classes.iter().enumerate() {
@@ -152,7 +155,7 @@ impl SizedLaunchBuilder {
                 index: i,
                 n_max,
                 count,
-                stream: &capture,
+                stream: capture.cuda(),
             };
             bodies.push(capture_body(&class, &mut record)?);
         }
@@ -175,13 +178,11 @@ impl SizedLaunchBuilder {
                         reason: format!("the driver refused the captured body: {e}"),
                     })
                 },
-                capture.cu_stream(),
+                capture.raw(),
             )
         }
         .map_err(unavailable)?;
-        capture
-            .synchronize()
-            .map_err(Error::cuda("cuStreamSynchronize"))?;
+        capture.synchronize()?;
         Ok(SizedLaunch(Arc::new(Launch {
             ctx: ctx.clone(),
             count,

@@ -11,6 +11,7 @@ use sized_readback::testing::{
 };
 use sized_readback::{Error, RawCount, SizedLaunch};
 use std::sync::Arc;
+use test_support::producers::build_beside_other_work;
 use test_support::{SubjectContext, Test};
 
 // Every test runs alone: building a sized launch captures its bodies (see the harness's
@@ -26,6 +27,8 @@ pub const TESTS: &[Test] = test_support::tests![
     a_wait_times_out_behind_a_slow_producer.exclusive(),
     enqueues_from_several_threads_each_get_their_outcome.exclusive(),
     a_count_of_another_kind_of_memory_is_refused.exclusive(),
+    building_waits_for_no_other_work.exclusive(),
+    a_stream_kept_past_the_build_stays_usable.exclusive(),
 ];
 
 fn ctx() -> Arc<CudaContext> {
@@ -70,11 +73,20 @@ impl Bench {
     /// As `build`, sized by `raw` (the body reads its first 4 bytes as an i32: the counts
     /// that run a body are below 2^31).
     fn build_counted(&self, raw: RawCount, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
+        self.build_in(&ctx(), raw, classes)
+    }
+    /// As `build_counted`, in the context object `in_ctx`.
+    fn build_in(
+        &self,
+        in_ctx: &Arc<CudaContext>,
+        raw: RawCount,
+        classes: &[u64],
+    ) -> sized_readback::Result<SizedLaunch> {
         let (count, out, meta) = (raw.ptr(), self.ptr(&self.out), self.ptr(&self.meta));
         let capacity = *classes.last().unwrap();
         let launch = SizedLaunch::builder(raw, capacity)
             .classes(classes.iter().copied())
-            .build(&ctx(), |class| {
+            .build(in_ctx, |class| {
                 // SAFETY: the test body; out holds capacity + 64 words, meta 4; the stream is
                 // the class's, of this context.
                 unsafe {
@@ -552,4 +564,72 @@ fn a_count_of_another_kind_of_memory_is_refused() -> Result<()> {
         "a count no allocation holds: {got:?}"
     );
     Ok(())
+}
+
+/// Building waits for no other work of the context, on a context object that holds no cudarc
+/// stream (as a C or Python caller's does): the capture stream is the library's own, not
+/// cudarc's `new_stream` (which synchronizes such a context), and its buffers are zeroed off
+/// the legacy stream (which waits for every blocking stream). The launch built there runs.
+fn building_waits_for_no_other_work() -> Result<()> {
+    let classes = [1024u64, 4096];
+    let mut b = Bench::new(4096)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let seen = build_beside_other_work(&ctx(), |own| {
+        Ok(b.build_in(own, b.raw_count(), &classes)?)
+    })?;
+    ensure!(
+        seen.other_work_still_running,
+        "the build waited for other work: it took {:?}",
+        seen.took
+    );
+    let own = sized_readback::device::open(0)?;
+    let launch = b.build_in(&own, b.raw_count(), &classes)?;
+    b.reset_outputs(4096)?;
+    b.set_count(2000)?;
+    ensure!(launch.enqueue(&b.stream)?.wait()?.count() == 2000);
+    b.check_ran(&classes, 1, 2000)
+}
+
+/// A body closure that keeps a clone of its class's stream past the build can still use it:
+/// the library does not destroy a stream it lent while a clone lives. A launch enqueued on
+/// the kept stream runs its class.
+fn a_stream_kept_past_the_build_stays_usable() -> Result<()> {
+    let classes = [64u64, 256];
+    let mut b = Bench::new(256)?;
+    if unavailable_here(&b)? {
+        return Ok(());
+    }
+    let mut kept: Vec<Arc<CudaStream>> = Vec::new();
+    let (count, out, meta) = (b.raw_count(), b.ptr(&b.out), b.ptr(&b.meta));
+    let launch = SizedLaunch::builder(count, 256)
+        .classes(classes)
+        .build(&ctx(), |class| {
+            kept.push(class.stream().clone());
+            // SAFETY: the test body; out holds 256 + 64 words, meta 4; the stream is the
+            // class's, of this context.
+            unsafe {
+                launch_sized_body(
+                    &b.body,
+                    class.stream().cu_stream(),
+                    count.ptr(),
+                    class.n_max(),
+                    class.index() as u32,
+                    out,
+                    meta,
+                )
+            }
+        })?;
+    ensure!(kept.len() == 2, "{} bodies recorded", kept.len());
+    b.reset_outputs(256)?;
+    b.set_count(100)?;
+    b.stream.synchronize()?;
+    let stream = &kept[1];
+    // The kept stream is live and no longer capturing: a copy on it runs, and so does a launch.
+    let words = stream.clone_htod(&[7u64, 8, 9])?;
+    ensure!(stream.clone_dtoh(&words)? == [7, 8, 9]);
+    ensure!(launch.enqueue(stream)?.wait()?.count() == 100);
+    stream.synchronize()?;
+    b.check_ran(&classes, 1, 100)
 }

@@ -19,6 +19,7 @@ use sized_readback::{
 };
 use std::sync::Arc;
 use test_support::check::as_bytes;
+use test_support::producers::build_beside_other_work;
 use test_support::{SubjectContext, Test};
 
 pub const TESTS: &[Test] = test_support::tests![
@@ -29,6 +30,8 @@ pub const TESTS: &[Test] = test_support::tests![
     bad_counts_keep_their_true_values,
     many_enqueues_across_slots,
     the_bare_sized_copy_reads_back_as_a_readback_does,
+    // Alone: its other work and its timing should meet no other test's.
+    building_waits_for_no_other_work.exclusive(),
 ];
 
 /// This subject's context of device 0 (see `test_support::device`).
@@ -585,4 +588,24 @@ fn the_bare_sized_copy_reads_back_as_a_readback_does() -> Result<()> {
     let rows = unsafe { bare.rows()? };
     ensure!(rows == &want[..17]);
     Ok(())
+}
+
+/// Building a staged sized readback waits for no other work of the context, on a context object
+/// that holds no cudarc stream (as a C or Python caller's does): its graphs upload on the
+/// library's own stream, not cudarc's `new_stream` (which synchronizes such a context), and its
+/// buffers are zeroed off the legacy stream (which waits for every blocking stream). The
+/// readback built there reads back.
+fn building_waits_for_no_other_work() -> Result<()> {
+    let copy = auto_copy();
+    let seen = build_beside_other_work(&ctx(), |own| Rb::new(own, 2, 1000, 2, copy))?;
+    ensure!(
+        seen.other_work_still_running,
+        "the build ({copy:?}) waited for other work: it took {:?}",
+        seen.took
+    );
+    let own = sized_readback::device::open(0)?;
+    let rb = Rb::new(&own, 2, 1000, 2, copy)?;
+    let stream = own.new_stream()?;
+    let src = Sources::new(&stream, 1000, 5)?;
+    roundtrip(&rb, &stream, &src, 777, |_| Ok(()))
 }

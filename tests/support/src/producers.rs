@@ -1,10 +1,13 @@
 //! Launches of the test producer kernels (`csrc/testing/producers.cu`), shared by the GPU
-//! test subjects that need a producer ahead of a readback.
+//! test subjects that need a producer ahead of a readback, and other work for a build to run
+//! beside.
 use anyhow::Result;
-use cudarc::driver::CudaStream;
+use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr};
 use sized_readback::testing::Kernels;
 use sized_readback::LaunchShape;
 use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Launches kernel `name` of the test module on `stream`: `grid` blocks of `block` threads.
 pub fn launch(
@@ -53,4 +56,67 @@ pub fn busy_then_count(
             (&mut t as *mut u64).cast(),
         ],
     )
+}
+
+/// What [`build_beside_other_work`] saw.
+#[derive(Debug)]
+pub struct BesideOtherWork {
+    /// How long the measured build took.
+    pub took: Duration,
+    /// Whether the other work was still running when the build returned: if the build had
+    /// waited for it (a context synchronization, or the legacy stream), it would be done.
+    pub other_work_still_running: bool,
+}
+
+/// How long long-running work on the other stream keeps the device busy: far longer than a
+/// warm build takes.
+const OTHER_WORK_NS: u64 = 500_000_000;
+
+/// Runs `build` on a context object of its own, which holds no cudarc stream (as a C or
+/// Python caller's does), while other work of 0.5 s runs on a blocking stream of `ctx` (a C
+/// caller's `cudaStreamCreate` stream). `build` runs once before, and that result lives until
+/// the end, so the kernel images' first load stays outside the measured build.
+pub fn build_beside_other_work<T>(
+    ctx: &Arc<CudaContext>,
+    mut build: impl FnMut(&Arc<CudaContext>) -> Result<T>,
+) -> Result<BesideOtherWork> {
+    let own = sized_readback::device::open(0)?;
+    let warm = build(&own)?;
+    let kernels = Kernels::load(ctx)?;
+    let flag = ctx.default_stream().alloc_zeros::<i32>(1)?;
+    ctx.default_stream().synchronize()?;
+    ctx.bind_to_thread()?;
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; `ctx` is current. Flags 0: a blocking stream, ordered with
+    // the legacy default stream.
+    unsafe { sys::cuStreamCreate(&mut raw, 0) }.result()?;
+    // SAFETY: `raw` is a live stream of `ctx`, destroyed below after this wrapper's last use.
+    let other = unsafe { ctx.wrap_borrowed_stream(raw) };
+    let ptr = flag.device_ptr(&other).0;
+    let seen = (|| -> Result<BesideOtherWork> {
+        busy_then_count(&kernels, &other, ptr, 1, OTHER_WORK_NS)?;
+        let t = Instant::now();
+        let built = build(&own)?;
+        let took = t.elapsed();
+        // SAFETY: a live stream.
+        let query = unsafe { sys::cuStreamQuery(raw) };
+        let other_work_still_running = query == sys::CUresult::CUDA_ERROR_NOT_READY;
+        if !other_work_still_running {
+            query.result()?;
+        }
+        drop(built);
+        Ok(BesideOtherWork {
+            took,
+            other_work_still_running,
+        })
+    })();
+    ctx.bind_to_thread()?;
+    // SAFETY: a live stream, destroyed once; the synchronize ends its work first.
+    unsafe {
+        let synced = sys::cuStreamSynchronize(raw).result();
+        sys::cuStreamDestroy_v2(raw).result()?;
+        synced?;
+    }
+    drop(warm);
+    seen
 }
