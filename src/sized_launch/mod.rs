@@ -69,6 +69,9 @@ impl SizeClass<'_> {
     /// The stream to enqueue the body's work on. It is capturing into the class's body graph:
     /// kernel launches, library calls and copies are recorded, not run; a synchronizing call
     /// or an allocation fails the capture ([`Error::BodyRecording`]).
+    ///
+    /// The stream is the library's, made for this build. A clone kept past the build stays a
+    /// usable stream, but then the library never destroys it: keep none.
     pub fn stream(&self) -> &Arc<CudaStream> {
         self.stream
     }
