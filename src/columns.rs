@@ -480,7 +480,7 @@ mod tests {
                 .staged_copy(crate::StagedCopy::Sized)
                 .programmatic_launch(true)
         };
-        for cap in [1000, 1 << 20] {
+        for cap in [1000, 16 << 20] {
             let e = ColumnReadback::check(&one_f64(), &bad(cap)).unwrap_err();
             assert!(
                 matches!(e, Error::SizedCopyUnavailable { .. }),
@@ -488,9 +488,14 @@ mod tests {
             );
         }
         let auto = |cap| ReadbackConfig::new(cap).transport(Transport::Auto);
-        let plans = SetPlans::new(&one_f64(), &auto(1000)).unwrap();
-        assert!(plans.staged.is_none(), "no staged set below the threshold");
-        let plans = SetPlans::new(&one_f64(), &auto(1 << 20)).unwrap();
-        assert_eq!(plans.staged.map(|(_, from)| from), Some(1 << 20));
+        for cap in [1000, 1 << 20] {
+            let plans = SetPlans::new(&one_f64(), &auto(cap)).unwrap();
+            assert!(
+                plans.staged.is_none(),
+                "{cap}: no staged set below the threshold"
+            );
+        }
+        let plans = SetPlans::new(&one_f64(), &auto(16 << 20)).unwrap();
+        assert_eq!(plans.staged.map(|(_, from)| from), Some(16 << 20));
     }
 }

@@ -33,7 +33,7 @@ pub const SRB_FLAG_STAGED_SIZED: u32 = 16;
 /// `srb_create` flag: the auto transport (`Transport::Auto`): mapped slots, and staged slots
 /// beside them where a count within the capacity can nearly fill a large slot; each enqueue
 /// goes to the set the count read back last chooses (the thresholds: the Rust crate's
-/// `sized_readback::auto`, measured in a committed run). Not with `SRB_FLAG_STAGED` or
+/// `sized_readback::auto`, measured in committed runs). Not with `SRB_FLAG_STAGED` or
 /// `SRB_FLAG_GRAPH`; `SRB_FLAG_STAGED_SIZED` makes the staged slots' copy the sized one,
 /// which is otherwise the whole slot (they serve nearly full slots).
 pub const SRB_FLAG_AUTO: u32 = 32;

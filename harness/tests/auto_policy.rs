@@ -1,38 +1,85 @@
-//! `sized_readback::auto`'s thresholds follow from the committed run they cite: the Python
-//! benchmark at `51a5d22`, whose full 1M-row slot was read back mapped and staged in one run.
+//! `sized_readback::auto`'s thresholds follow from the committed runs they cite: the harness's
+//! three runs at `b1e053b`, whose realistic sweep read back full slots of 1M and 16M `f64` rows
+//! by the mapped pack (`crate_pack`) and by the staged one's whole-slot copy
+//! (`crate_pack_staged`), beside the producer alone (`producer_only`).
 use serde_json::Value;
+use sized_readback::auto::{STAGED_MIN_BYTES, STAGED_MIN_FILL_PERMILLE};
 use std::path::Path;
 
-/// The p50 latency (µs) of `approach` at the sweep point of `n` rows.
-fn p50(run: &Value, n: u64, approach: &str) -> f64 {
-    let point = run["sweep"]
+/// The sweep's rows are `f64`.
+const ROW_BYTES: u64 = 8;
+
+/// A full slot's p50 latencies (µs) in one run, producer included.
+#[derive(Debug)]
+struct Full {
+    capacity: u64,
+    mapped: f64,
+    staged: f64,
+    producer: f64,
+}
+
+/// Run `i`'s realistic sweep at its full slots (`n == capacity`), by capacity.
+fn full_slots(i: usize) -> Vec<Full> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../results/2026-12-04/harness-b1e053b/run-{i}/compare.json"
+    ));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let run: Value = serde_json::from_str(&text).unwrap();
+    let mut full: Vec<Full> = run["realistic_sweep"]
         .as_array()
-        .expect("a sweep")
+        .expect("a realistic sweep")
         .iter()
-        .find(|p| p["n"] == n)
-        .unwrap_or_else(|| panic!("no sweep point at n = {n}"));
-    point["approaches"][approach]["latency_us"]["p50"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no p50 of {approach} at n = {n}"))
+        .filter(|p| p["n"] == p["capacity"])
+        .map(|p| {
+            let p50 = |a: &str| {
+                p["approaches"][a]["latency_us"]["p50"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("run {i}: no p50 of {a} at {}", p["n"]))
+            };
+            Full {
+                capacity: p["capacity"].as_u64().unwrap(),
+                mapped: p50("crate_pack"),
+                staged: p50("crate_pack_staged"),
+                producer: p50("producer_only"),
+            }
+        })
+        .collect();
+    full.sort_by_key(|f| f.capacity);
+    full
 }
 
 #[test]
-fn auto_policy_follows_the_committed_run() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/2026-12-03/python-51a5d22/bench.json");
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let cap = run["settings"]["capacity"].as_u64().unwrap();
-    let bytes = cap as f64 * 8.0; // f64 rows
-    let producer = p50(&run, cap, "producer_only");
-    let mapped_gbps = bytes / (p50(&run, cap, "sized_readback") - producer) / 1e3;
-    let staged_gbps = bytes / (p50(&run, cap, "sized_readback_staged") - producer) / 1e3;
-    assert!(
-        staged_gbps > mapped_gbps,
-        "staged {staged_gbps:.1} GB/s, mapped {mapped_gbps:.1}"
-    );
-    // The fill from which staged wins, in thousandths, rounded down.
-    let fill = (1000.0 * mapped_gbps / staged_gbps).floor() as usize;
-    assert_eq!(fill, sized_readback::auto::STAGED_MIN_FILL_PERMILLE);
-    // The fewest bytes of rows at which the run saw staged win: its full slot.
-    assert_eq!(bytes as usize, sized_readback::auto::STAGED_MIN_BYTES);
+fn auto_policy_follows_the_committed_runs() {
+    let runs: Vec<Vec<Full>> = (1..=3).map(full_slots).collect();
+    let caps: Vec<u64> = runs[0].iter().map(|f| f.capacity).collect();
+    for run in &runs {
+        assert_eq!(run.iter().map(|f| f.capacity).collect::<Vec<_>>(), caps);
+    }
+    // At 1M rows (8 MiB) the mapped pack won in every run: no staged slots there.
+    let one_m = caps
+        .iter()
+        .position(|&c| c == 1 << 20)
+        .expect("a full 1M slot");
+    for run in &runs {
+        let f = &run[one_m];
+        assert!(f.staged > f.mapped, "staged won at 1M: {f:?}");
+    }
+    // The smallest full slot at which staged won in every run gives the bytes.
+    let at = (0..caps.len())
+        .find(|&i| runs.iter().all(|run| run[i].staged < run[i].mapped))
+        .expect("a full slot at which staged won in every run");
+    assert_eq!(caps[at] * ROW_BYTES, STAGED_MIN_BYTES as u64);
+    // Beyond the producer the mapped pack's time scales with the count and the whole-slot
+    // copy's does not: staged wins from this share of the slot. The largest over the runs,
+    // in thousandths rounded up, so that staged is chosen only where it won in every run.
+    let fill = runs
+        .iter()
+        .map(|run| {
+            let f = &run[at];
+            assert!(f.mapped > f.producer && f.staged > f.producer, "{f:?}");
+            (f.staged - f.producer) / (f.mapped - f.producer)
+        })
+        .fold(0.0, f64::max);
+    assert!(fill > 0.0 && fill < 1.0, "fill {fill}");
+    assert_eq!((1000.0 * fill).ceil() as usize, STAGED_MIN_FILL_PERMILLE);
 }

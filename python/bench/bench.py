@@ -12,7 +12,8 @@ the count) and every cycle's result is checked against the host's expectation:
   into pinned memory, one event: no synchronization before the copy, but it copies ``size``
   rows whatever the count and truncates silently when the count exceeds ``size``;
 - ``sized_readback``: ``rb.enqueue(data, count)``, ``ticket.wait()``, ``out.numpy()`` (the
-  default mapped transport); ``sized_readback_auto`` the same with ``transport="auto"``, and
+  default mapped transport); ``sized_readback_auto`` the same with ``transport="auto"`` (which
+  makes no staged slots at the default capacity: see ``auto_staged_from`` in the output), and
   ``sized_readback_staged`` (at n = capacity) with the staged transport.
 
 The binding's own cost is measured on an idle stream, interleaved in one run: ``rb.enqueue(x,
@@ -353,7 +354,7 @@ def main(argv=None):
         commit=commit(),
         command=" ".join([Path(sys.executable).name] + sys.argv),
         machine=machine(torch, srb),
-        settings=dict(own_stream=args.own_stream, capacity=cap, sizes=sizes, reps=args.reps, warmup=args.warmup, loop_cycles=args.loop_cycles, kernel_us=args.kernel_us, cpu_us=args.cpu_us, sleep_cycles_per_us=cycles_per_us),
+        settings=dict(own_stream=args.own_stream, capacity=cap, sizes=sizes, reps=args.reps, warmup=args.warmup, loop_cycles=args.loop_cycles, kernel_us=args.kernel_us, cpu_us=args.cpu_us, sleep_cycles_per_us=cycles_per_us, auto_staged_from=rb_auto.auto_staged_from),
         binding=binding,
         sweep=sweep,
         seed_loop=loops,
@@ -365,7 +366,7 @@ def main(argv=None):
             "producer (every approach): torch.add(src, k, out=data) over the capacity, then mask.sum(dtype=torch.int32) of a device mask of n True values; producer_only is that plus one event synchronization",
             "nonzero_static copies `size` (= capacity) rows every cycle whatever the count, and truncates silently when the count exceeds size: it cannot report more rows than it was sized for",
             "approaches run interleaved, one cycle each per rep in an order shuffled every rep (seeded by n: every run draws the same orders); the garbage collector is off while timing",
-            "sized_readback_staged (n = capacity only): the staged transport, a device-side slot and one capacity-sized copy; sized_readback_auto: transport='auto', which goes staged when the last count filled the slot (auto_transports counts what it took at each n)",
+            "sized_readback_staged (n = capacity only): the staged transport, a device-side slot and one capacity-sized copy; sized_readback_auto: transport='auto', which goes staged when the last count read back reached settings.auto_staged_from rows (None: no staged slots at this capacity; auto_transports counts what it took at each n)",
             "binding: on an idle stream (each timed call starts after the previous readback was waited for), interleaved: rb.enqueue(x, count), rb._enqueue_raw on pre-read addresses, x.add_(1); x is 4K f64",
             "every cycle is checked against the host's expectation (every element up to n = 64K, 66 sampled elements above)",
         ],

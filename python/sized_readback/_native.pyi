@@ -65,8 +65,8 @@ class Readback:
     ``AUTO_STAGED_MIN_BYTES`` and ``AUTO_STAGED_MIN_FILL`` of the capacity
     (``auto_staged_from`` rows), mapped otherwise; when the chosen set has no free slot and
     the other has one, the enqueue takes the other. ``slots`` is per set under ``"auto"``.
-    The thresholds are the core's (``sized_readback::auto`` in Rust), measured in a
-    committed run, and alike in every binding.
+    The thresholds are the core's (``sized_readback::auto`` in Rust), measured in
+    committed runs, and alike in every binding.
 
     Raises ``ConfigError``/``TypeError`` for bad settings (checked before the device is
     opened), ``DriverNotFoundError`` without a CUDA driver, ``NoDeviceError`` without the device.

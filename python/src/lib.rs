@@ -83,7 +83,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("APPEND_HEADER", srb::append::HEADER)?;
     m.add("APPEND_DESC_SIZE", std::mem::size_of::<srb::AppendDesc>())?;
     m.add("MAX_COLUMNS", srb::MAX_COLUMNS)?;
-    // transport="auto"'s thresholds: the core's (sized_readback::auto, from a committed run).
+    // transport="auto"'s thresholds: the core's (sized_readback::auto, from committed runs).
     m.add("AUTO_STAGED_MIN_BYTES", srb::auto::STAGED_MIN_BYTES)?;
     m.add(
         "AUTO_STAGED_MIN_FILL",

@@ -179,7 +179,7 @@ def test_the_raw_entry_point_reads_the_same():
 
 
 def test_auto_transport_follows_the_last_count():
-    cap = 1 << 20
+    cap = 16 << 20  # 128 MiB of f64: the smallest slot with staged slots
     rb = srb.Readback(cap, dtype=torch.float64, transport="auto")
     assert rb.info["transport"] == "auto"
     # Its staged slots serve nearly full slots: the whole-slot copy.
@@ -203,7 +203,7 @@ def test_auto_transport_follows_the_last_count():
 
 
 def test_auto_numbers_both_sets_in_one_sequence_and_falls_back_to_the_other_set():
-    cap = 1 << 20
+    cap = 16 << 20  # 128 MiB of f64: the smallest slot with staged slots
     rb = srb.Readback(cap, dtype=torch.float64, slots=1, transport="auto")
     x = torch.arange(cap, device=DEV, dtype=torch.float64)
     t1 = rb.enqueue(x, n_of(cap))
@@ -229,12 +229,14 @@ def test_auto_makes_its_staged_set_only_once_a_count_can_reach_the_threshold():
     rb = srb.Readback(64, dtype=torch.float64, slots=1, transport="auto")
     assert rb.auto_staged_from is None  # no count within the capacity reaches the threshold
     assert rb.info["auto_staged_slots"] == 0  # no staged slots allocated
-    x = torch.arange(1 << 20, device=DEV, dtype=torch.float64)
+    x = torch.arange(16 << 20, device=DEV, dtype=torch.float64)
     o = rb.enqueue(x[:64], n_of(3)).wait()
     with pytest.raises(srb.SlotsExhaustedError):  # no staged set to fall back to
         rb.enqueue(x[:64], n_of(3))
-    rb.grow(1 << 20)
-    assert rb.auto_staged_from <= rb.info["capacity"]
+    rb.grow(1 << 20)  # 8 MiB of f64: still below the threshold
+    assert rb.auto_staged_from is None and rb.info["auto_staged_slots"] == 0
+    rb.grow(16 << 20)
+    assert rb.auto_staged_from == rb.info["capacity"] == 16 << 20
     assert rb.info["auto_staged_slots"] == 1
     t = rb.enqueue(x, n_of(7))  # the mapped set is new: o still holds an old slot
     assert t.wait().count == 7

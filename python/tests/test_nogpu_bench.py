@@ -34,8 +34,8 @@ def point(n, **p50s):
     )
 
 
-def run(bench, sweep, binding=None, loops=(), compiled=None):
-    return {t["name"].split(":")[0]: t for t in bench.targets_of(sweep, list(loops), binding, compiled, CAP, 200.0, 5.0, 912262)}
+def run(bench, sweep, binding=None, loops=(), compiled=None, auto_staged_from=912262):
+    return {t["name"].split(":")[0]: t for t in bench.targets_of(sweep, list(loops), binding, compiled, CAP, 200.0, 5.0, auto_staged_from)}
 
 
 def test_latency_beyond_the_producer_and_at_1m(bench):
@@ -53,6 +53,15 @@ def test_latency_beyond_the_producer_and_at_1m(bench):
     assert "staged" in big["detail"] and "GB/s" in big["detail"]
     sweep[1] = point(4096, producer_only=59.2, item_pinned=83.7, sized_readback=65.0)
     assert run(bench, sweep)["n 1..4096, cap 1M"]["holds"]
+
+
+def test_the_auto_miss_says_which_set_auto_had(bench):
+    sweep = [point(CAP, producer_only=53.6, item_pinned=228.8, sized_readback=279.5, sized_readback_staged=250.0, sized_readback_auto=240.0)]
+    staged = run(bench, sweep)["n 1M, cap 1M"]
+    assert not staged["holds"] and "from 912262 rows" in staged["why"]
+    # No staged slots at this capacity (1M f64 rows is below the core's thresholds): auto is mapped.
+    mapped = run(bench, sweep, auto_staged_from=None)["n 1M, cap 1M"]
+    assert not mapped["holds"] and "no staged slots" in mapped["why"] and "None" not in mapped["why"]
 
 
 def test_a_failed_approach_is_a_missed_target_not_a_crash(bench):

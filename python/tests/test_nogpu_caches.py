@@ -197,7 +197,7 @@ def test_c_api_views_of_every_column_kind():
 
 def test_auto_transport_is_a_setting_of_readbacks_only():
     # The core's thresholds (sized_readback::auto), not the binding's own.
-    assert _native.AUTO_STAGED_MIN_BYTES == 8 << 20 and _native.AUTO_STAGED_MIN_FILL == 0.937
+    assert _native.AUTO_STAGED_MIN_BYTES == 128 << 20 and _native.AUTO_STAGED_MIN_FILL == 0.981
     with pytest.raises(srb.ConfigError, match="auto"):
         srb.Readback(8, transport="pcie")
     with pytest.raises(srb.ConfigError, match="for a Readback"):

@@ -53,8 +53,8 @@ fn read(
 fn auto_goes_staged_after_a_nearly_full_count() -> Result<()> {
     let ctx = ctx();
     let stream = ctx.new_stream()?;
-    // 1M f64 rows, 8 MiB: only the full slot has the staged slots' bytes.
-    let cap = 1 << 20;
+    // 16M f64 rows, 128 MiB: only the full slot has the staged slots' bytes.
+    let cap = 16 << 20;
     let src = source(&stream, cap)?;
     let rb =
         Readback::<f64>::with_config(&ctx, ReadbackConfig::new(cap).transport(Transport::Auto))?;
@@ -106,7 +106,7 @@ fn auto_goes_staged_after_a_nearly_full_count() -> Result<()> {
         ensure!(t.wait()?.count() == cap);
     }
     // The policy's own numbers, as the readback reports them.
-    ensure!(auto::STAGED_MIN_BYTES == 8 << 20 && auto::STAGED_MIN_FILL_PERMILLE == 937);
+    ensure!(auto::STAGED_MIN_BYTES == 128 << 20 && auto::STAGED_MIN_FILL_PERMILLE == 981);
     // A staged copy asked for is the staged set's, and reads back alike (where the driver
     // has the sized copy: CUDA 12.8).
     if !sized_readback::testing::driver_has_conditionals() {
@@ -141,12 +141,21 @@ fn auto_on_a_small_slot_stays_mapped() -> Result<()> {
         let got = read(&rb, &stream, &src, count, i as u64 + 1)?;
         ensure!(got == Transport::Mapped, "count {count}: {got:?}");
     }
-    // Growing keeps the transport: a slot large enough gets staged slots.
-    rb.grow(2 << 20)?;
+    // 1M rows (8 MiB) is still below the staged slots' bytes.
+    rb.grow(1 << 20)?;
     let grown = rb.info();
     ensure!(
         grown.transport == Transport::Auto
-            && grown.auto_staged_from.is_some()
+            && grown.auto_staged_from.is_none()
+            && grown.staged_copy.is_none(),
+        "{grown:?}"
+    );
+    // Growing keeps the transport: a slot large enough gets staged slots.
+    rb.grow(16 << 20)?;
+    let grown = rb.info();
+    ensure!(
+        grown.transport == Transport::Auto
+            && grown.auto_staged_from == Some(16 << 20)
             && grown.staged_copy == Some(StagedCopy::Whole),
         "{grown:?}"
     );
