@@ -43,7 +43,8 @@ impl Kept {
 /// first, with `stream` capturing into that class's body. Enqueue the body's work on `stream`
 /// (a kernel with a grid for `n_max` items, a CUB call or a GEMM of `n_max`), reading the true
 /// count at the device address `count` to bound it. Return 0, or non-zero to fail the creation
-/// (`SRB_ERR_BODY_RECORDING`). `user` is what `srb_sized_launch_create` was given.
+/// (`SRB_ERR_BODY_RECORDING`). `user` is what `srb_sized_launch_create` was given. `stream`
+/// is the library's, made for this creation and destroyed when it returns: do not keep it.
 pub type srb_sized_body = Option<
     unsafe extern "C" fn(
         user: *mut c_void,

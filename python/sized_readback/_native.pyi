@@ -381,7 +381,8 @@ class SizeClass:
     """The stream handle to enqueue the body's work on; it is capturing into the class's body
     (``torch.cuda.ExternalStream(c.stream)``, ``cupy.cuda.ExternalStream(c.stream)``): kernel
     launches and library calls are recorded, not run; a synchronization or an allocation
-    fails the capture."""
+    fails the capture. The stream is the library's, made for this build and destroyed when the
+    build returns: do not keep it (or an ``ExternalStream`` of it)."""
 
 class LaunchOutcome:
     """What one launch of a ``SizedLaunch`` ran."""

@@ -31,7 +31,8 @@ pub(crate) struct SizeClass {
     #[pyo3(get)]
     count_dtype: String,
     /// The stream handle to enqueue the body's work on (capturing into the class's body):
-    /// ``torch.cuda.ExternalStream(c.stream)``, ``cupy.cuda.ExternalStream(c.stream)``.
+    /// ``torch.cuda.ExternalStream(c.stream)``, ``cupy.cuda.ExternalStream(c.stream)``. The
+    /// library's stream, destroyed when the build returns: not to be kept.
     #[pyo3(get)]
     stream: usize,
 }
