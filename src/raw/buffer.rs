@@ -94,14 +94,14 @@ impl DeviceBuffer {
     ///
     /// The writes run on a stream of their own: on the legacy default stream (`cuMemsetD8`,
     /// `cuMemcpyHtoD`) they would wait for every blocking stream of the context, such as a C
-    /// caller's `cudaStreamCreate` streams, and a context synchronization for all its work.
+    /// caller's `cudaStreamCreate` streams.
     pub(crate) fn new_with(ctx: &Arc<CudaContext>, len: usize, init: &[u8]) -> Result<Self> {
         driver::bind(ctx)?;
         let len = len.max(init.len()).max(1);
         // SAFETY: the context is current.
         let ptr = unsafe { driver::device_alloc(len)? };
         DEVICE.made(len);
-        // Owned from here: an error below frees it.
+        // Owned from here: an error below frees it, once no write is pending.
         let buf = DeviceBuffer {
             ctx: ctx.clone(),
             ptr,
@@ -109,15 +109,19 @@ impl DeviceBuffer {
         };
         let writes = Stream::new(ctx)?;
         // SAFETY: `len` bytes just allocated, which no other work can know of yet, and `init`
-        // fits in them; `writes` is a live stream of the context, synchronized before `init`'s
-        // borrow ends.
-        unsafe {
-            driver::memset_zero_async(ptr, len, writes.raw())?;
-            if !init.is_empty() {
-                driver::memcpy_htod_async(ptr, init, writes.raw())?;
-            }
-        }
-        writes.synchronize()?;
+        // fits in them; `writes` is a live stream of the context, synchronized below, before
+        // `init`'s borrow ends and before `buf` can be freed, whether these succeed or not.
+        let enqueued = unsafe {
+            driver::memset_zero_async(ptr, len, writes.raw()).and_then(|()| {
+                if init.is_empty() {
+                    Ok(())
+                } else {
+                    driver::memcpy_htod_async(ptr, init, writes.raw())
+                }
+            })
+        };
+        let synced = writes.synchronize();
+        enqueued.and(synced)?;
         Ok(buf)
     }
 

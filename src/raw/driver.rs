@@ -286,10 +286,12 @@ pub(crate) unsafe fn pointer_owner(ptr: CUdeviceptr) -> Result<Option<(sys::CUco
     }
 }
 
-/// `cuMemcpyHtoD` (synchronous).
+/// `cuMemcpyHtoD` (synchronous), for the testing module's fixtures: the library's own buffers
+/// are written off the legacy stream ([`super::buffer::DeviceBuffer::new_with`]).
 ///
 /// # Safety
 /// `dst` is device memory of at least `src.len()` bytes in the current context.
+#[cfg(feature = "testing")]
 pub(crate) unsafe fn memcpy_htod(dst: CUdeviceptr, src: &[u8]) -> Result<()> {
     check(
         // SAFETY: per the contract.

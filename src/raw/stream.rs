@@ -1,5 +1,6 @@
-//! Owned streams for the library's own work: the uploads of a staged sized copy's graphs and
-//! the captures of a sized launch's bodies.
+//! Owned streams for the library's own work: the writes that zero (or fill) its new device
+//! buffers, the uploads of a staged sized copy's graphs and the captures of a sized launch's
+//! bodies.
 //!
 //! Created with `cuStreamCreate`, not cudarc's `CudaContext::new_stream`: the latter calls
 //! `cuCtxSynchronize` when its context object has no live stream yet, and C and Python callers
@@ -47,6 +48,12 @@ impl Stream {
         check(status, "cuStreamSynchronize")
     }
 
+    /// Drops this without destroying the stream, whose handle must outlive it; the context
+    /// object is released as usual.
+    fn leak_handle(mut self) {
+        self.stream = std::ptr::null_mut();
+    }
+
     /// This stream as a cudarc stream, for a caller's closure to enqueue on: see
     /// [`LentStream`].
     pub(crate) fn lend(self) -> LentStream {
@@ -59,6 +66,9 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if self.stream.is_null() {
+            return; // its handle was leaked
+        }
         // Errors cannot be returned from drop; a failed destroy leaks the handle. Work still
         // enqueued finishes first: the driver releases the stream once it is idle.
         let _ = bind(&self.ctx);
@@ -103,7 +113,7 @@ impl Drop for LentStream {
         // upgraded after it: where it fails, a clone is alive and the stream must outlive it.
         match Arc::into_inner(cuda) {
             Some(_) => drop(stream),
-            None => std::mem::forget(stream),
+            None => stream.leak_handle(),
         }
     }
 }

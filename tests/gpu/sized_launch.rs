@@ -626,6 +626,13 @@ fn a_stream_kept_past_the_build_stays_usable() -> Result<()> {
     b.set_count(100)?;
     b.stream.synchronize()?;
     let stream = &kept[1];
+    // SAFETY: the handle the test checks is live; were it destroyed, the driver would most
+    // likely report an invalid handle here rather than fail later in a copy.
+    let query = unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) };
+    ensure!(
+        query == cudarc::driver::sys::CUresult::CUDA_SUCCESS,
+        "the kept stream: {query:?}"
+    );
     // The kept stream is live and no longer capturing: a copy on it runs, and so does a launch.
     let words = stream.clone_htod(&[7u64, 8, 9])?;
     ensure!(stream.clone_dtoh(&words)? == [7, 8, 9]);

@@ -110,13 +110,18 @@ pub fn build_beside_other_work<T>(
             other_work_still_running,
         })
     })();
-    ctx.bind_to_thread()?;
+    drop(other);
+    let bound = ctx.bind_to_thread();
     // SAFETY: a live stream, destroyed once; the synchronize ends its work first.
-    unsafe {
-        let synced = sys::cuStreamSynchronize(raw).result();
-        sys::cuStreamDestroy_v2(raw).result()?;
-        synced?;
-    }
+    let (synced, destroyed) = unsafe {
+        (
+            sys::cuStreamSynchronize(raw).result(),
+            sys::cuStreamDestroy_v2(raw).result(),
+        )
+    };
     drop(warm);
+    bound?;
+    synced?;
+    destroyed?;
     seen
 }
