@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "pictures"
-HARNESS = "results/2026-12-04/harness-41acb58"
+HARNESS = "results/2026-12-04/harness-00112cc"
 HARNESS_RUNS = [f"{HARNESS}/run-{i}/compare.json" for i in (1, 2, 3)]
 COMD = "results/2026-12-02/comd-8154bc5/comd.json"
 # The harness record whose seed_trace the timeline shows (None: no committed run has one yet).
