@@ -87,7 +87,7 @@ impl KernelImage {
 }
 
 impl fmt::Display for KernelImage {
-    /// `sm_90 (machine code, 43736 bytes)` or `compute_90 (PTX, JIT-compiled, 51309 bytes)`.
+    /// E.g. `sm_90 (machine code, N bytes)` or `compute_90 (PTX, JIT-compiled, N bytes)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             ImageKind::MachineCode => {

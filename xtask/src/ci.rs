@@ -123,6 +123,9 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     // scripts) finds it there.
     std::env::set_var("NVCC", &nvcc);
     eprintln!("ci: NVCC={}", nvcc.display());
+    // One release build of the C library serves the Fortran tests (which find it in the target
+    // directory's release/), the C API's packages and the host programs below.
+    let libdir = install_capi::libraries(root, None)?;
     cmd::run(cargo().args(["test", "--locked"]).args(test_args))?;
     cmd::run(cargo().args(["test", "--locked", "-p", "xtask"]))?;
     seed_stops_without_a_driver(root)?;
@@ -133,9 +136,7 @@ pub fn task(root: &Path, test_args: &[String]) -> Result<()> {
     kernels::ptxas(root)?;
     kernels::user_kernel(root)?;
     // The C API's packages (CMake, pkg-config, plain cc) from an installed, then moved, prefix;
-    // the host programs on the C API (the seed's C++ port, the MPI mini-app). One release
-    // build of the C library serves both.
-    let libdir = install_capi::libraries(root, None)?;
+    // the host programs on the C API (the seed's C++ port, the MPI mini-app).
     packages::check(root, Some(libdir.clone()))?;
     host_programs::check(root, Some(libdir))?;
     // The Python package: one release build of the extension, through pip and maturin; its
