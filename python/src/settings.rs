@@ -17,11 +17,7 @@ pub(crate) fn check_settings(
             "slots must be at least 1, not {slots}"
         )));
     }
-    if !(0..=i32::MAX as i64).contains(&device) {
-        return Err(config_error(format!(
-            "device must be a CUDA device ordinal (0, 1, ...), not {device}"
-        )));
-    }
+    let device = check_device(device)?;
     let transport = match transport {
         "mapped" => Transport::Mapped,
         "staged" => Transport::Staged,
@@ -31,7 +27,33 @@ pub(crate) fn check_settings(
             )))
         }
     };
-    Ok((capacity, slots as usize, device as i32, transport))
+    Ok((capacity, slots as usize, device, transport))
+}
+
+/// A CUDA device ordinal, from Python: 0 or more (readbacks and sized launches).
+pub(crate) fn check_device(device: i64) -> PyResult<i32> {
+    i32::try_from(device)
+        .ok()
+        .filter(|d| *d >= 0)
+        .ok_or_else(|| {
+            config_error(format!(
+                "device must be a CUDA device ordinal (0, 1, ...), not {device}"
+            ))
+        })
+}
+
+/// A sized launch's size classes (`n_max` each), from Python: each at least 1; whether they
+/// ascend to the capacity is the core's check.
+pub(crate) fn check_classes(classes: &[IntSetting]) -> PyResult<Vec<u64>> {
+    classes
+        .iter()
+        .map(|c| match c.0 {
+            n if n >= 1 => Ok(n as u64),
+            n => Err(config_error(format!(
+                "every size class must be at least 1 row, not {n}"
+            ))),
+        })
+        .collect()
 }
 
 /// The staged transport's copy from its Python name: `"auto"`, `"whole"` or `"sized"`.

@@ -7,6 +7,7 @@ use crate::driver::{bind, CtxGuard};
 use crate::errors::{to_py, IntoPy};
 use crate::inputs::count_kind;
 use crate::keep::Keep;
+use crate::settings::{check_capacity, check_classes, check_device, IntSetting};
 use crate::stream::resolve;
 use crate::wait_clock::WaitClock;
 use pyo3::exceptions::PyValueError;
@@ -101,20 +102,21 @@ pub(crate) struct SizedLaunch {
 #[pymethods]
 impl SizedLaunch {
     #[new]
-    #[pyo3(signature = (count, capacity, body, *, classes=None, device=0))]
+    #[pyo3(
+        signature = (count, capacity, body, *, classes=None, device=IntSetting(0)),
+        text_signature = "(count, capacity, body, *, classes=None, device=0)"
+    )]
     fn new(
         py: Python<'_>,
         count: &Bound<'_, PyAny>,
-        capacity: u64,
+        capacity: IntSetting,
         body: &Bound<'_, PyAny>,
-        classes: Option<Vec<u64>>,
-        device: i32,
+        classes: Option<Vec<IntSetting>>,
+        device: IntSetting,
     ) -> PyResult<Self> {
-        if device < 0 {
-            return Err(PyValueError::new_err(format!(
-                "device must be a device ordinal (0, 1, ...), not {device}"
-            )));
-        }
+        let capacity = check_capacity(capacity.0)? as u64;
+        let classes = classes.as_deref().map(check_classes).transpose()?;
+        let device = check_device(device.0)?;
         if !body.is_callable() {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "body must be a callable taking a SizeClass",

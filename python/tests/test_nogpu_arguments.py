@@ -419,9 +419,26 @@ def test_sized_launch_bad_classes_are_config_errors():
         srb.SizedLaunch(CAI((2,), "<i4"), 64, lambda c: None)
     with pytest.raises((TypeError, ValueError)):
         srb.SizedLaunch(CAI((1,), "<f4"), 64, lambda c: None)
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(srb.ConfigError, match="device"):
         srb.SizedLaunch(count, 64, lambda c: None, device=-1)
     with pytest.raises(TypeError, match="callable"):
         srb.SizedLaunch(count, 64, 42)
     with pytest.raises(srb.BadPointerError):
         srb.SizedLaunch(CAI((1,), "<i4", ptr=0x7F00_0000_0002), 64, lambda c: None)
+
+
+def test_sized_launch_out_of_range_numbers_are_config_errors():
+    """Negative or oversized numbers are the readbacks' ConfigError, naming the rule, not a
+    bare OverflowError from the conversion."""
+    count = CAI((1,), "<i4")
+    body = lambda c: None
+    with pytest.raises(srb.ConfigError, match="capacity must be at least 1 row, not -5"):
+        srb.SizedLaunch(count, -5, body)
+    with pytest.raises(srb.ConfigError, match="range of a 64-bit integer"):
+        srb.SizedLaunch(count, 2**64, body)
+    with pytest.raises(srb.ConfigError, match="size class must be at least 1 row, not -1"):
+        srb.SizedLaunch(count, 4096, body, classes=[-1, 4096])
+    with pytest.raises(srb.ConfigError, match="device must be a CUDA device ordinal"):
+        srb.SizedLaunch(count, 64, body, device=2**40)
+    with pytest.raises(TypeError):
+        srb.SizedLaunch(count, True, body)
