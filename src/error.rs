@@ -46,10 +46,10 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
-    /// The readback's settings are unusable: zero capacity or slots, sizes that overflow, too
-    /// many or no columns, an element aligned to more than 16 bytes, an option the device or
-    /// the embedded kernels cannot honour.
-    #[error("invalid readback configuration: {reason}")]
+    /// The settings of a readback or a sized launch are unusable: zero capacity or slots,
+    /// sizes that overflow, too many or no columns, an element aligned to more than 16 bytes,
+    /// size classes out of order, an option the device or the embedded kernels cannot honour.
+    #[error("invalid configuration: {reason}")]
     InvalidConfig {
         /// What is wrong.
         reason: String,

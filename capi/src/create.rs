@@ -540,7 +540,7 @@ mod tests {
         assert_eq!(code, SRB_ERR_INVALID_CONFIG);
         assert_eq!(
             last_error(),
-            "invalid readback configuration: column 0 has elements of 0 bytes: an element \
+            "invalid configuration: column 0 has elements of 0 bytes: an element \
              needs at least 1 byte"
         );
     }
