@@ -10,7 +10,6 @@ use crate::keep::Keep;
 use crate::settings::{check_capacity, check_classes, check_device, IntSetting};
 use crate::stream::resolve;
 use crate::wait_clock::WaitClock;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use srb::RawCount;
 use std::cell::RefCell;
@@ -124,13 +123,8 @@ impl SizedLaunch {
         }
         let mut keep = Keep::default();
         let a = acquire(py, count, 0, device, "the count", &mut keep)?;
+        // One element of an integer type, or a ValueError naming what it is.
         let kind = count_kind(&a)?;
-        if a.numel() != Some(1) {
-            return Err(PyValueError::new_err(format!(
-                "the count must hold one element, not {:?}",
-                a.shape
-            )));
-        }
         let raw = RawCount::new(a.ptr, kind);
         let mut builder = srb::SizedLaunch::builder(raw, capacity);
         if let Some(c) = classes {
