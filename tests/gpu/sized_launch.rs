@@ -82,26 +82,32 @@ impl Bench {
         raw: RawCount,
         classes: &[u64],
     ) -> sized_readback::Result<SizedLaunch> {
-        let (count, out, meta) = (raw.ptr(), self.ptr(&self.out), self.ptr(&self.meta));
         let capacity = *classes.last().unwrap();
         let launch = SizedLaunch::builder(raw, capacity)
             .classes(classes.iter().copied())
-            .build(in_ctx, |class| {
-                // SAFETY: the test body; out holds capacity + 64 words, meta 4; the stream is
-                // the class's, of this context.
-                unsafe {
-                    launch_sized_body(
-                        &self.body,
-                        class.stream().cu_stream(),
-                        count,
-                        class.n_max(),
-                        class.index() as u32,
-                        out,
-                        meta,
-                    )
-                }
-            })?;
+            .build(in_ctx, |class| self.record(class, raw))?;
         Ok(launch)
+    }
+    /// Records `class`'s body: srb_test_sized_body with n_max threads, counted by `raw`.
+    fn record(
+        &self,
+        class: &sized_readback::SizeClass<'_>,
+        raw: RawCount,
+    ) -> sized_readback::Result<()> {
+        let (out, meta) = (self.ptr(&self.out), self.ptr(&self.meta));
+        // SAFETY: the test body; out holds the capacity + 64 words (every class's n_max is at
+        // most the capacity), meta 4; the stream is the class's, of this context.
+        unsafe {
+            launch_sized_body(
+                &self.body,
+                class.stream().cu_stream(),
+                raw.ptr(),
+                class.n_max(),
+                class.index() as u32,
+                out,
+                meta,
+            )
+        }
     }
     fn set_count(&mut self, n: i32) -> Result<()> {
         self.stream.memcpy_htod(&[n], &mut self.count)?;
@@ -602,24 +608,12 @@ fn a_stream_kept_past_the_build_stays_usable() -> Result<()> {
         return Ok(());
     }
     let mut kept: Vec<Arc<CudaStream>> = Vec::new();
-    let (count, out, meta) = (b.raw_count(), b.ptr(&b.out), b.ptr(&b.meta));
+    let count = b.raw_count();
     let launch = SizedLaunch::builder(count, 256)
         .classes(classes)
         .build(&ctx(), |class| {
             kept.push(class.stream().clone());
-            // SAFETY: the test body; out holds 256 + 64 words, meta 4; the stream is the
-            // class's, of this context.
-            unsafe {
-                launch_sized_body(
-                    &b.body,
-                    class.stream().cu_stream(),
-                    count.ptr(),
-                    class.n_max(),
-                    class.index() as u32,
-                    out,
-                    meta,
-                )
-            }
+            b.record(class, count)
         })?;
     ensure!(kept.len() == 2, "{} bodies recorded", kept.len());
     b.reset_outputs(256)?;
