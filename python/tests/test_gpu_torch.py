@@ -103,6 +103,11 @@ def test_bad_inputs_are_value_errors():
         rb.enqueue(produce(2 * CAP, 0, 1)[::2], n)
     with pytest.raises(ValueError, match="0-dimensional"):
         rb.enqueue(torch.zeros((), dtype=torch.float64, device=DEV), n)
+    z = torch.complex(produce(CAP, 0, 1), produce(CAP, 0, 1))
+    with pytest.raises(ValueError, match="lazy conjugate view"):
+        srb.Readback(CAP, dtype=torch.complex128).enqueue(z.conj(), n)
+    with pytest.raises(ValueError, match="lazy negation view"):
+        rb.enqueue(torch._neg_view(produce(CAP, 0, 1)), n)
     rb2 = srb.Readback(CAP, dtype=("f8", 3))
     with pytest.raises(ValueError, match="rows of shape"):
         rb2.enqueue(torch.zeros(CAP, 2, dtype=torch.float64, device=DEV), n)

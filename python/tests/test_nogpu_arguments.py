@@ -305,14 +305,19 @@ class Size(tuple):
     pass
 
 class Tensor:
-    def __init__(self, shape, dtype, ptr, cuda=True, device=0, contiguous=True):
+    def __init__(self, shape, dtype, ptr, cuda=True, device=0, contiguous=True, conj=False, neg=False):
         self.shape, self.dtype, self._ptr = Size(shape), dtype, ptr
         self.is_cuda, self._dev, self._contig = cuda, device, contiguous
+        self._conj, self._neg = conj, neg
         self.device = "cuda:%d" % device if cuda else "cpu"
     def get_device(self):
         return self._dev if self.is_cuda else -1
     def is_contiguous(self):
         return self._contig
+    def is_conj(self):
+        return self._conj
+    def is_neg(self):
+        return self._neg
     def data_ptr(self):
         return self._ptr
 '''
@@ -343,6 +348,17 @@ try:
     raise SystemExit("a non-contiguous tensor was accepted")
 except ValueError as e:
     assert "contiguous" in str(e), e
+# One element is read the same whatever its strides say.
+d = _native._parse_inputs(T((8,), torch.float64, 0x10), T((1, 1), torch.int32, 0x20, contiguous=False))
+assert d["ptrs"] == [0x10] and d["count_kind"] == "i32", d
+for data, dt, view in [(T((8,), torch.complex128, 0x10, conj=True), "c16", "conjugate"),
+                       (T((8,), torch.complex64, 0x10, neg=True), "c8", "negation"),
+                       (T((8,), torch.float32, 0x10, neg=True), "f4", "negation")]:
+    try:
+        _native._parse_inputs(data, T((), torch.int32, 0x20), dtype=dt)
+        raise SystemExit("a lazy %s view was accepted" % view)
+    except ValueError as e:
+        assert ("lazy %s view" % view) in str(e) and "resolve_conj" in str(e), e
 try:
     _native._parse_inputs(T((8,), torch.float64, 0x10), T((), torch.float32, 0x20))
     raise SystemExit("a float count was accepted")
