@@ -212,10 +212,12 @@ pub(crate) fn reads_cai(py: Python<'_>, obj: &Bound<'_, PyAny>) -> bool {
 /// DLPack path then decides).
 ///
 /// Each accessor is a Python call (0.1–0.25 µs on the GPU host), so this reads no more than
-/// the checks need: `get_device()` alone says "not CUDA" for CPU and meta tensors (-1); a
-/// tensor of another accelerator that numbers its devices is refused by the core's pointer
-/// check instead. Contiguity is asked only of a tensor of two or more elements (a count never
-/// is), and the conjugate and negative bits only of the dtypes that can carry them.
+/// the checks need. `is_cuda` stays beside `get_device()`: that is an index for any device
+/// type (`xpu:0`, `mps:0`), and a graph's recorded pack checks no address. Contiguity is asked
+/// only of a tensor of two or more elements (a count never is: torch's own answer for one
+/// element or none is true whatever the strides), and the conjugate and negative bits only of
+/// the dtypes the public API puts them on (`conj()` of a complex tensor, `.imag` of that); only
+/// the private `torch._neg_view` sets the negative bit on an integer tensor.
 fn torch_tensor(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
@@ -229,7 +231,7 @@ fn torch_tensor(
     };
     let (kind, itemsize): (u8, usize) = kind.extract()?;
     let on: i64 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
-    if on < 0 {
+    if on < 0 || !obj.getattr(intern!(py, "is_cuda"))?.extract::<bool>()? {
         return Err(PyValueError::new_err(format!(
             "{what} is a torch tensor on {}, not on a CUDA device",
             obj.getattr(intern!(py, "device"))?.str()?

@@ -120,3 +120,38 @@ def test_a_body_that_raises_is_a_body_recording_error():
     assert e.value.index == 1 and e.value.n_max == 64
     assert isinstance(e.value.__cause__, RuntimeError)
     assert "no workspace" in str(e.value)
+
+
+SPIN = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+def test_building_waits_for_no_other_work():
+    """A sized launch and a staged readback built while another stream of the context is busy
+    return before that work ends: a build that synchronized the context, or used the legacy
+    stream, would wait the 0.5 s out. The first build in the process (which loads the
+    library's modules) is made before the busy work starts."""
+    b = Bench([32, 128])
+    busy = cp.cuda.Stream(non_blocking=False)
+    spin = cp.RawKernel(SPIN, "spin")
+    spin.compile()
+    cp.cuda.Device().synchronize()
+    with busy:
+        spin((1,), (1,), (np.uint64(500_000_000),))
+    launch = srb.SizedLaunch(b.count, 128, b.body, classes=[32, 128])
+    rb = srb.Readback(1 << 16, dtype=np.float64, transport="staged")
+    assert not busy.done, "a build waited for work on another stream"
+    busy.synchronize()
+    b.count.fill(100)
+    done = launch.enqueue().wait(timeout=30)
+    assert (done.count, done.index) == (100, 1)
+    b.check(100, 1)
+    data = cp.arange(1 << 16, dtype=cp.float64)
+    n = cp.full((), 7, dtype=cp.int32)
+    with rb.enqueue(data, n).wait(timeout=30) as out:
+        np.testing.assert_array_equal(out.numpy(), np.arange(7, dtype=np.float64))

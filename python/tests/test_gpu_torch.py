@@ -108,6 +108,11 @@ def test_bad_inputs_are_value_errors():
         srb.Readback(CAP, dtype=torch.complex128).enqueue(z.conj(), n)
     with pytest.raises(ValueError, match="lazy negation view"):
         rb.enqueue(torch._neg_view(produce(CAP, 0, 1)), n)
+    # Resolved, the same views read back their values.
+    with srb.Readback(CAP, dtype=torch.complex128).enqueue(z.conj().resolve_conj(), n).wait(timeout=30) as out:
+        np.testing.assert_array_equal(out.numpy(), (expected(3, 0, 1) - 1j * expected(3, 0, 1)))
+    with rb.enqueue(torch._neg_view(produce(CAP, 0, 1)).resolve_neg(), n).wait(timeout=30) as out:
+        np.testing.assert_array_equal(out.numpy(), -expected(3, 0, 1))
     rb2 = srb.Readback(CAP, dtype=("f8", 3))
     with pytest.raises(ValueError, match="rows of shape"):
         rb2.enqueue(torch.zeros(CAP, 2, dtype=torch.float64, device=DEV), n)

@@ -305,13 +305,14 @@ class Size(tuple):
     pass
 
 class Tensor:
-    def __init__(self, shape, dtype, ptr, cuda=True, device=0, contiguous=True, conj=False, neg=False):
+    def __init__(self, shape, dtype, ptr, cuda=True, device=0, contiguous=True, conj=False, neg=False, xpu=False):
         self.shape, self.dtype, self._ptr = Size(shape), dtype, ptr
-        self.is_cuda, self._dev, self._contig = cuda, device, contiguous
-        self._conj, self._neg = conj, neg
-        self.device = "cuda:%d" % device if cuda else "cpu"
+        self.is_cuda, self._dev, self._contig = cuda and not xpu, device, contiguous
+        self._conj, self._neg, self._xpu = conj, neg, xpu
+        self.device = "xpu:%d" % device if xpu else "cuda:%d" % device if cuda else "cpu"
     def get_device(self):
-        return self._dev if self.is_cuda else -1
+        # As ATen's: the index for any device type but the CPU's.
+        return self._dev if self.is_cuda or self._xpu else -1
     def is_contiguous(self):
         return self._contig
     def is_conj(self):
@@ -338,6 +339,12 @@ try:
     raise SystemExit("a CPU tensor was accepted")
 except ValueError as e:
     assert "not on a CUDA device" in str(e), e
+for dev in (0, 1):
+    try:
+        _native._parse_inputs(T((8,), torch.float64, 0x10, xpu=True, device=dev), T((), torch.int32, 0x20))
+        raise SystemExit("a tensor of xpu:%d was accepted" % dev)
+    except ValueError as e:
+        assert ("on xpu:%d, not on a CUDA device" % dev) in str(e), e
 try:
     _native._parse_inputs(T((8,), torch.float64, 0x10, device=1), T((), torch.int32, 0x20))
     raise SystemExit("a tensor of device 1 was accepted")
