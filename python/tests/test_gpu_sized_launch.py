@@ -131,27 +131,50 @@ extern "C" __global__ void spin(unsigned long long ns) {
 """
 
 
-def test_building_waits_for_no_other_work():
-    """A sized launch and a staged readback built while another stream of the context is busy
-    return before that work ends: a build that synchronized the context, or used the legacy
-    stream, would wait the 0.5 s out. The first build in the process (which loads the
-    library's modules) is made before the busy work starts."""
-    b = Bench([32, 128])
-    busy = cp.cuda.Stream(non_blocking=False)
+def busy_for(ns):
+    """A blocking stream (ordered with the legacy default stream, as CuPy's default stream is)
+    that spins for `ns` on the device, the device idle before."""
     spin = cp.RawKernel(SPIN, "spin")
     spin.compile()
     cp.cuda.Device().synchronize()
+    busy = cp.cuda.Stream(non_blocking=False)
     with busy:
-        spin((1,), (1,), (np.uint64(500_000_000),))
+        spin((1,), (1,), (np.uint64(ns),))
+    return busy
+
+
+def test_building_waits_for_no_other_work():
+    """A sized launch built while another stream of the context is busy returns before that
+    work ends: a build that synchronized the context, or used the legacy stream, would wait
+    the 0.5 s out. The first build in the process (which loads the library's modules) is made
+    before the busy work starts."""
+    b = Bench([32, 128])
+    busy = busy_for(500_000_000)
     launch = srb.SizedLaunch(b.count, 128, b.body, classes=[32, 128])
-    rb = srb.Readback(1 << 16, dtype=np.float64, transport="staged")
-    assert not busy.done, "a build waited for work on another stream"
+    assert not busy.done, "the build waited for work on another stream"
     busy.synchronize()
     b.count.fill(100)
     done = launch.enqueue().wait(timeout=30)
     assert (done.count, done.index) == (100, 1)
     b.check(100, 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a Readback of 64K f64 rows waits for other work on the device while it is built "
+    "(300 ms of 300 on the H200, driver 580, mapped and staged alike; the Rust suite's "
+    "1000-row staged build does not): cause not located yet, the pinned slots' allocation "
+    "suspected. Build readbacks outside the loop.",
+)
+def test_building_a_readback_waits_for_no_other_work():
+    Bench([32, 128])  # the library's modules loaded before the busy work
+    srb.Readback(1 << 16, dtype=np.float64, transport="staged")
+    busy = busy_for(500_000_000)
+    rb = srb.Readback(1 << 16, dtype=np.float64, transport="staged")
+    still_busy = not busy.done
+    busy.synchronize()
     data = cp.arange(1 << 16, dtype=cp.float64)
     n = cp.full((), 7, dtype=cp.int32)
     with rb.enqueue(data, n).wait(timeout=30) as out:
         np.testing.assert_array_equal(out.numpy(), np.arange(7, dtype=np.float64))
+    assert still_busy, "the build waited for work on another stream"
