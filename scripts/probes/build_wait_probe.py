@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Which allocation makes a readback's build wait for other work on the device?
+
+From Python, a `Readback` of 64K f64 rows returned only when 0.3 s of work on another stream
+had ended, where a `SizedLaunch` did not wait
+(results/2026-12-04/build-beside-work-c6d1a4c/). This takes it apart: each trial spins 0.2 s
+on a blocking CuPy stream (the device idle before), makes one allocation or build, and reports
+whether the spin was still running when it returned.
+
+- `cudaHostAlloc` with the library's flags (portable | mapped) and portable alone, at sizes
+  from 4 KiB to 64 MiB; `cudaMalloc` at the same sizes; `cudaHostRegister` of a numpy array;
+- `sized_readback.Readback` (mapped, staged) at capacities from 1,000 to 1M f64 rows.
+
+Each allocation is freed after the spin has ended (a free may synchronize on its own).
+
+    PYTHONPATH=<installed package> python3 scripts/probes/build_wait_probe.py   # GPU, CuPy
+"""
+
+import time
+
+import cupy as cp
+import numpy as np
+
+SPIN = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+SPIN_NS = 200_000_000
+PORTABLE, MAPPED = 1, 2
+
+
+def main():
+    rt = cp.cuda.runtime
+    spin = cp.RawKernel(SPIN, "spin")
+    spin.compile()
+    busy = cp.cuda.Stream(non_blocking=False)
+
+    def trial(name, make, free=None):
+        cp.cuda.Device().synchronize()
+        with busy:
+            spin((1,), (1,), (np.uint64(SPIN_NS),))
+        t0 = time.perf_counter()
+        x = make()
+        dt = time.perf_counter() - t0
+        waited = busy.done
+        busy.synchronize()
+        if free is not None:
+            free(x)
+        print(f"{name:44s} {'WAITED' if waited else 'did not wait'}  {dt * 1e3:8.2f} ms", flush=True)
+
+    sizes = [4 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 8 << 20, 64 << 20]
+    for size in sizes:
+        trial(f"cudaHostAlloc portable|mapped {size >> 10} KiB", lambda: rt.hostAlloc(size, PORTABLE | MAPPED), rt.freeHost)
+        trial(f"cudaHostAlloc portable {size >> 10} KiB", lambda: rt.hostAlloc(size, PORTABLE), rt.freeHost)
+        trial(f"cudaMalloc {size >> 10} KiB", lambda: rt.malloc(size), rt.free)
+    for size in (64 << 10, 1 << 20, 8 << 20):
+        a = np.zeros(size, dtype=np.uint8)
+
+        def register(a=a):
+            rt.hostRegister(a.ctypes.data, a.nbytes, PORTABLE | MAPPED)
+            return a.ctypes.data
+
+        trial(f"cudaHostRegister {size >> 10} KiB", register, rt.hostUnregister)
+
+    try:
+        import sized_readback as srb
+    except ImportError:
+        print("sized_readback not importable: readback trials skipped")
+        return
+    srb.Readback(1000, dtype=np.float64)  # the library's modules loaded before any trial
+    for cap in (1000, 4096, 16384, 1 << 16, 1 << 20):
+        for transport in ("mapped", "staged"):
+            trial(f"Readback {cap} f64 {transport}", lambda: srb.Readback(cap, dtype=np.float64, transport=transport))
+
+
+if __name__ == "__main__":
+    main()
