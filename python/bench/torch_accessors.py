@@ -10,22 +10,11 @@ accessors alone cost on the same host.
 """
 
 import gc
-import statistics
-import time
 
 import torch
+from profile_binding import p50_ns  # this script's folder is first on sys.path
 
-
-def p50_ns(f, reps=20000, warmup=500):
-    ns = time.perf_counter_ns
-    ts = []
-    for i in range(reps + warmup):
-        t0 = ns()
-        f()
-        t1 = ns()
-        if i >= warmup:
-            ts.append(t1 - t0)
-    return statistics.median(ts)
+REPS, WARMUP = 20000, 500
 
 
 def main():
@@ -45,10 +34,10 @@ def main():
         "_cuda_getCurrentRawStream": lambda: torch._C._cuda_getCurrentRawStream(0),
     }
     gc.disable()
-    empty = p50_ns(lambda: None)
+    empty = p50_ns(lambda: None, REPS, WARMUP)
     print(f"torch {torch.__version__}; an empty call {empty:.0f} ns, subtracted below")
     for name, f in calls.items():
-        print(f"{name:28s} {p50_ns(f) - empty:6.0f} ns")
+        print(f"{name:28s} {p50_ns(f, REPS, WARMUP) - empty:6.0f} ns")
 
 
 if __name__ == "__main__":
