@@ -9,13 +9,20 @@ whether the spin was still running when it returned.
 
 - `cudaHostAlloc` with the library's flags (portable | mapped) and portable alone, at sizes
   from 4 KiB to 64 MiB; `cudaMalloc` at the same sizes; `cudaHostRegister` of a numpy array;
-- `sized_readback.Readback` (mapped, staged) at capacities from 1,000 to 1M f64 rows.
+- `cuModuleLoadData` of a no-op kernel's PTX and `cuModuleUnload` of it, through ctypes;
+- `sized_readback.Readback` (mapped, staged) at capacities from 1,000 to 1M f64 rows, and the
+  drop of a readback built before the spin.
 
 Each allocation is freed after the spin has ended (a free may synchronize on its own).
 
     PYTHONPATH=<installed package> python3 scripts/probes/build_wait_probe.py   # GPU, CuPy
+
+With arguments `readback CAPACITY TRANSPORT` it makes that one trial only (for a trace of the
+driver calls behind it).
 """
 
+import ctypes
+import sys
 import time
 
 import cupy as cp
@@ -27,6 +34,11 @@ extern "C" __global__ void spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
 }
+"""
+NOOP_PTX = b""".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry noop() { ret; }
 """
 SPIN_NS = 200_000_000
 PORTABLE, MAPPED = 1, 2
@@ -51,10 +63,19 @@ def main():
             free(x)
         print(f"{name:44s} {'WAITED' if waited else 'did not wait'}  {dt * 1e3:8.2f} ms", flush=True)
 
+    if sys.argv[1:2] == ["readback"]:
+        import sized_readback as srb
+
+        srb.Readback(1000, dtype=np.float64)
+        cap, transport = int(sys.argv[2]), sys.argv[3]
+        trial(f"Readback {cap} f64 {transport}", lambda: srb.Readback(cap, dtype=np.float64, transport=transport))
+        return
+
     sizes = [4 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 8 << 20, 64 << 20]
     for size in sizes:
         trial(f"cudaHostAlloc portable|mapped {size >> 10} KiB", lambda: rt.hostAlloc(size, PORTABLE | MAPPED), rt.freeHost)
         trial(f"cudaHostAlloc portable {size >> 10} KiB", lambda: rt.hostAlloc(size, PORTABLE), rt.freeHost)
+        trial(f"cudaHostAlloc default {size >> 10} KiB", lambda: rt.hostAlloc(size, 0), rt.freeHost)
         trial(f"cudaMalloc {size >> 10} KiB", lambda: rt.malloc(size), rt.free)
     for size in (64 << 10, 1 << 20, 8 << 20):
         a = np.zeros(size, dtype=np.uint8)
@@ -65,15 +86,31 @@ def main():
 
         trial(f"cudaHostRegister {size >> 10} KiB", register, rt.hostUnregister)
 
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def module_load():
+        m = ctypes.c_void_p()
+        status = cuda.cuModuleLoadData(ctypes.byref(m), NOOP_PTX)
+        assert status == 0, f"cuModuleLoadData: {status}"
+        return m
+
+    module_load()  # the PTX JIT-compiled (and cached by the driver) before the trials
+    trial("cuModuleLoadData (no-op kernel, PTX)", module_load, cuda.cuModuleUnload)
+    loaded = module_load()
+    trial("cuModuleUnload (no-op kernel)", lambda: cuda.cuModuleUnload(loaded))
+
     try:
         import sized_readback as srb
     except ImportError:
         print("sized_readback not importable: readback trials skipped")
         return
-    srb.Readback(1000, dtype=np.float64)  # the library's modules loaded before any trial
+    srb.Readback(1000, dtype=np.float64)  # the library's modules loaded before any trial (kept since)
     for cap in (1000, 4096, 16384, 1 << 16, 1 << 20):
         for transport in ("mapped", "staged"):
             trial(f"Readback {cap} f64 {transport}", lambda: srb.Readback(cap, dtype=np.float64, transport=transport))
+    for transport in ("mapped", "staged"):
+        held = [srb.Readback(1 << 16, dtype=np.float64, transport=transport)]
+        trial(f"drop a Readback 65536 f64 {transport}", held.clear)
 
 
 if __name__ == "__main__":
