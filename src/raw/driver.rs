@@ -248,6 +248,16 @@ pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
     Ok(id)
 }
 
+/// `cuCtxGetId`: the context's unique id (never reused in the process, unlike the handle of a
+/// destroyed context, or a primary context's handle after a device reset).
+pub(crate) fn context_id(ctx: &CudaContext) -> Result<u64> {
+    let mut id: std::ffi::c_ulonglong = 0;
+    // SAFETY: the context is alive (ctx holds a reference to it); id is a valid out-pointer.
+    let status = unsafe { sys::cuCtxGetId(ctx.cu_ctx(), &mut id) };
+    check(status, "cuCtxGetId")?;
+    Ok(id)
+}
+
 /// `cuStreamGetCtx`: the context a stream belongs to.
 ///
 /// # Safety

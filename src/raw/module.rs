@@ -1,6 +1,12 @@
 //! Loading kernel images and launching their kernels. [`Module::library`] loads the library's
 //! kernels (`srb_pack`), as chosen for the device by [`super::images`], once per context and
 //! shares them between every readback of that context.
+//!
+//! In a primary context the library's modules stay loaded until the process ends, as the CUDA
+//! runtime keeps its own: `cuModuleLoadData` waits for every kernel running in the context
+//! (measured on driver 580), so a module unloaded with the last readback would make the next
+//! build wait for the user's other streams. A non-primary context's modules go with its last
+//! user: the context itself is destroyed with its owner.
 use super::{driver, images};
 use crate::device::compute_capability;
 use crate::error::{Error, Result};
@@ -29,35 +35,42 @@ unsafe impl Sync for Module {}
 impl Module {
     /// The library's kernels in `ctx`: loaded on first use, shared while any user holds it.
     pub(crate) fn library(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
-        static LOADED: Mutex<Vec<(usize, Weak<Module>)>> = Mutex::new(Vec::new());
+        static LOADED: Mutex<Vec<(u64, Held)>> = Mutex::new(Vec::new());
         Self::shared(&LOADED, ctx, &images::LIBRARY)
     }
 
     /// The staged sized copy's pack (`srb_pack_switch`, [`images::SWITCH`]) in `ctx`, shared
     /// alike. Its images need a CUDA 12.8 driver (graph conditionals set from a kernel).
     pub(crate) fn switch(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
-        static LOADED: Mutex<Vec<(usize, Weak<Module>)>> = Mutex::new(Vec::new());
+        static LOADED: Mutex<Vec<(u64, Held)>> = Mutex::new(Vec::new());
         Self::shared(&LOADED, ctx, &images::SWITCH)
     }
 
-    /// `set`'s module in `ctx`, from `cache` (one per context while any user holds it).
+    /// `set`'s module in `ctx`, from `cache`, keyed by the context's unique id: one per primary
+    /// context for the process, one per other context while any user holds it.
     fn shared(
-        cache: &Mutex<Vec<(usize, Weak<Module>)>>,
+        cache: &Mutex<Vec<(u64, Held)>>,
         ctx: &Arc<CudaContext>,
         set: &'static images::ImageSet,
     ) -> Result<Arc<Self>> {
+        driver::ensure_driver()?;
+        let key = driver::context_id(ctx)?;
         let mut loaded = cache.lock().unwrap_or_else(|p| p.into_inner());
-        loaded.retain(|(_, m)| m.strong_count() > 0);
-        let key = ctx.cu_ctx() as usize;
+        loaded.retain(|(_, held)| held.get().is_some());
         if let Some(m) = loaded
             .iter()
             .find(|(k, _)| *k == key)
-            .and_then(|(_, m)| m.upgrade())
+            .and_then(|(_, held)| held.get())
         {
             return Ok(m);
         }
         let m = Self::load_set(ctx, set)?.0;
-        loaded.push((key, Arc::downgrade(&m)));
+        let held = if ctx.is_primary() {
+            Held::Kept(m.clone())
+        } else {
+            Held::Shared(Arc::downgrade(&m))
+        };
+        loaded.push((key, held));
         Ok(m)
     }
 
@@ -120,6 +133,26 @@ impl Drop for Module {
         // SAFETY: loaded once in `load`, unloaded once here; kernels hold an Arc to self, and
         // owners of in-flight launches wait for them before dropping their last Kernel.
         let _ = unsafe { cudarc::driver::result::module::unload(self.module) };
+    }
+}
+
+/// A module in a cache: kept loaded (a primary context's) or shared while a user holds it.
+///
+/// A kept module holds its primary context retained, and is never dropped: a static is not, so
+/// no unload runs at exit, when the driver may already be shutting down, nor after a device
+/// reset destroyed the context (its entry then has an id no context will have again).
+#[derive(Debug)]
+enum Held {
+    Kept(Arc<Module>),
+    Shared(Weak<Module>),
+}
+
+impl Held {
+    fn get(&self) -> Option<Arc<Module>> {
+        match self {
+            Held::Kept(m) => Some(m.clone()),
+            Held::Shared(w) => w.upgrade(),
+        }
     }
 }
 

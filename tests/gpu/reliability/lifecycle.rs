@@ -9,12 +9,14 @@ use sized_readback::testing::Kernels as Module;
 use sized_readback::{Error, Readback, ReadbackConfig, Ticket, Transport, WaitMode};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use test_support::producers::build_beside_other_work;
 use test_support::{soak, Test, TRANSPORTS};
 
 pub const TESTS: &[Test] = test_support::tests![
     wait_timeout_returns_timeout.exclusive(),
     drop_in_flight_frees_nothing_early.exclusive(),
     create_enqueue_drop_loop_leaks_nothing.exclusive(),
+    building_after_the_last_drop_waits_for_no_other_work.exclusive(),
 ];
 
 fn wait_timeout_returns_timeout() -> Result<()> {
@@ -236,5 +238,32 @@ fn create_enqueue_drop_loop_leaks_nothing() -> Result<()> {
         mib(rss_gain)
     );
     ctx.check_err()?;
+    Ok(())
+}
+
+/// A readback built when every earlier one of the context is gone, while another stream runs
+/// long work, returns before that work ends (the kernel images stay loaded: loading them again
+/// would wait for it), in every transport; one built there reads back.
+fn building_after_the_last_drop_waits_for_no_other_work() -> Result<()> {
+    for t in TRANSPORTS {
+        let cfg = ReadbackConfig::new(1 << 16).transport(t);
+        let seen = build_beside_other_work(&ctx(), |own| {
+            Ok(Readback::<f64>::with_config(own, cfg.clone())?)
+        })?;
+        ensure!(
+            seen.other_work_still_running,
+            "{t:?}: the build waited for other work: it took {:?}",
+            seen.took
+        );
+        let own = sized_readback::device::open(0)?;
+        let rb = Readback::<f64>::with_config(&own, cfg)?;
+        let stream = own.new_stream()?;
+        let data = stream.clone_htod(&[2.5f64; 1 << 16])?;
+        let cnt = stream.clone_htod(&[9i32])?;
+        ensure!(
+            rb.enqueue(&stream, &data, &cnt)?.wait()?.as_slice() == [2.5; 9],
+            "{t:?}: wrong rows"
+        );
+    }
     Ok(())
 }
