@@ -250,8 +250,13 @@ fn building_after_the_last_drop_waits_for_no_other_work() -> Result<()> {
         let seen = build_beside_other_work(&ctx(), |own| {
             Ok(Readback::<f64>::with_config(own, cfg.clone())?)
         })?;
+        println!(
+            "{t:?}: built in {:?}, the other work still running: {}",
+            seen.took, seen.other_work_still_running
+        );
+        // Under a sanitizer every allocation and load waits (instrumented): no timing there.
         ensure!(
-            seen.other_work_still_running,
+            seen.other_work_still_running || !timing_asserts(),
             "{t:?}: the build waited for other work: it took {:?}",
             seen.took
         );
