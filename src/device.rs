@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 /// The primary context of device `ordinal`.
 ///
+/// The library's kernels, once loaded in a primary context, stay loaded (and the context
+/// retained) until the process ends, as the CUDA runtime keeps its own: a kernel load waits for
+/// every kernel running in the context, so loading them again at a later build would wait for
+/// the caller's other streams.
+///
 /// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
 /// [`Error::DriverNotFound`]; with no such device, [`Error::NoDevice`].
 pub fn open(ordinal: usize) -> Result<Arc<CudaContext>> {

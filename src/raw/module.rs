@@ -3,9 +3,9 @@
 //! shares them between every readback of that context.
 //!
 //! In a primary context the library's modules stay loaded until the process ends, as the CUDA
-//! runtime keeps its own: `cuModuleLoadData` waits for every kernel running in the context
-//! (measured on driver 580), so a module unloaded with the last readback would make the next
-//! build wait for the user's other streams. A non-primary context's modules go with its last
+//! runtime keeps its own: `cuModuleLoadData` and `cuModuleUnload` wait for every kernel running
+//! in the context (measured on driver 580), so a module unloaded with the last readback would
+//! make the next build wait for the user's other streams. A non-primary context's modules go with its last
 //! user: the context itself is destroyed with its owner.
 use super::{driver, images};
 use crate::device::compute_capability;
