@@ -2,7 +2,7 @@
 //! kernel NVRTC compiles.
 use super::ctx;
 use super::rows::schema_of;
-use anyhow::{bail, ensure, Context as _, Result};
+use anyhow::{ensure, Context as _, Result};
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use sized_readback::testing::pattern;
 use sized_readback::{AppendReadback, ReadbackConfig};
@@ -21,22 +21,24 @@ fn nvrtc_cubin(ctx: &Arc<CudaContext>, source: &str) -> Result<cudarc::nvrtc::Pt
         format!("--gpu-architecture=sm_{major}{minor}"),
         "-std=c++17".into(),
     ];
-    // SAFETY: prog is a live program; the options are plain strings.
-    if let Err(e) = unsafe { result::compile_program(prog, &opts) } {
-        // SAFETY: as above.
-        let log = unsafe { result::get_program_log(prog) }.unwrap_or_default();
-        let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
-        bail!("NVRTC: {e:?}: {}", String::from_utf8_lossy(&log));
-    }
-    let mut size = 0usize;
-    // SAFETY: prog compiled for a real architecture, so it holds a cubin; size is an
-    // out-pointer, and the buffer has the size NVRTC reported.
+    // SAFETY: a live program, destroyed once below whatever happened; compiled for a real
+    // architecture, so it holds a cubin of the size NVRTC reports.
     let cubin = unsafe {
-        sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-        let mut cubin = vec![0u8; size];
-        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+        let built = result::compile_program(prog, &opts)
+            .map_err(|e| {
+                let log = result::get_program_log(prog).unwrap_or_default();
+                let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+                anyhow::anyhow!("NVRTC: {e:?}: {}", String::from_utf8_lossy(&log))
+            })
+            .and_then(|()| {
+                let mut size = 0usize;
+                sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+                let mut cubin = vec![0u8; size];
+                sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+                Ok(cubin)
+            });
         result::destroy_program(prog)?;
-        cubin
+        built?
     };
     ensure!(cubin.starts_with(b"\x7fELF"), "NVRTC gave no cubin");
     Ok(cudarc::nvrtc::Ptx::from_binary(cubin))
