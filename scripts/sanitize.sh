@@ -116,12 +116,13 @@ SRB_RELIABILITY_SCENARIO=fault_staged_event run planted_fault memcheck errors --
 # faults), wait_timeout_returns_timeout, pack::polling_and_timeouts,
 # seed::naive_reproduces_the_bug (which needs the copy to overtake the kernel) and
 # staged_switch::building_waits_for_no_other_work (instrumented, a build outlasts the half
-# second of other work that it checks it did not wait for). The
+# second of other work that it checks it did not wait for), and the lifecycle's device reset
+# (a child process that destroys its primary context, a case for the plain run). The
 # remaining timing checks are switched off by SRB_TIMING_ASSERT=0. Each run takes one subject
 # of test-gpu by its module's name: a test binary takes one filter, which matches any part of
 # a test's name, and any number of --skip.
 export SRB_TIMING_ASSERT=0
-rel_skip=(--skip fault --skip wait_timeout)
+rel_skip=(--skip fault --skip wait_timeout --skip device_reset)
 pack_skip=(--skip polling_and_timeouts)
 seed_skip=(--skip naive_reproduces_the_bug)
 switch_skip=(--skip building_waits_for_no_other_work)

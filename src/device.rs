@@ -10,7 +10,9 @@ use std::sync::Arc;
 /// The library's kernels, once loaded in a primary context, stay loaded (and the context
 /// retained) until the process ends, as the CUDA runtime keeps its own: a kernel load waits for
 /// every kernel running in the context, so loading them again at a later build would wait for
-/// the caller's other streams.
+/// the caller's other streams. Dropping every readback and context object therefore leaves the
+/// primary context active; a device reset (`cuDevicePrimaryCtxReset`, `cudaDeviceReset`) still
+/// destroys it, and the next build loads the kernels into its successor.
 ///
 /// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
 /// [`Error::DriverNotFound`]; with no such device, [`Error::NoDevice`].
@@ -68,9 +70,6 @@ pub fn bind(ctx: &CudaContext) -> Result<()> {
 /// ```
 ///
 /// A guard made before the driver is loaded (no context opened yet) restores nothing. The
-/// saved context must outlive the guard: a caller that destroys it meanwhile (a context of its
-/// own, not a device's primary one) forgets the guard (`std::mem::forget`) instead of dropping
-/// it. The
 /// saved context must outlive the guard: a caller that destroys it meanwhile (a context of its
 /// own, not a device's primary one) forgets the guard (`std::mem::forget`) instead of dropping
 /// it.

@@ -5,8 +5,8 @@
 //! In a primary context the library's modules stay loaded until the process ends, as the CUDA
 //! runtime keeps its own: `cuModuleLoadData` and `cuModuleUnload` wait for every kernel running
 //! in the context (measured on driver 580), so a module unloaded with the last readback would
-//! make the next build wait for the user's other streams. A non-primary context's modules go with its last
-//! user: the context itself is destroyed with its owner.
+//! make the next build wait for the user's other streams. A non-primary context's modules go
+//! with its last user: the context itself is destroyed with its owner.
 use super::{driver, images};
 use crate::device::compute_capability;
 use crate::error::{Error, Result};
@@ -33,7 +33,8 @@ unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
 impl Module {
-    /// The library's kernels in `ctx`: loaded on first use, shared while any user holds it.
+    /// The library's kernels in `ctx`: loaded on first use, then kept for the process in a
+    /// primary context and shared while any user holds them in another.
     pub(crate) fn library(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
         static LOADED: Mutex<Vec<(u64, Held)>> = Mutex::new(Vec::new());
         Self::shared(&LOADED, ctx, &images::LIBRARY)
@@ -56,7 +57,7 @@ impl Module {
         driver::ensure_driver()?;
         let key = driver::context_id(ctx)?;
         let mut loaded = cache.lock().unwrap_or_else(|p| p.into_inner());
-        loaded.retain(|(_, held)| held.get().is_some());
+        loaded.retain(|(_, held)| held.alive());
         if let Some(m) = loaded
             .iter()
             .find(|(k, _)| *k == key)
@@ -148,6 +149,15 @@ enum Held {
 }
 
 impl Held {
+    /// Whether the module is still loaded. No upgrade: a temporary `Arc` could become the last
+    /// owner, and its drop would unload the module inside the cache's lock.
+    fn alive(&self) -> bool {
+        match self {
+            Held::Kept(_) => true,
+            Held::Shared(w) => w.strong_count() > 0,
+        }
+    }
+
     fn get(&self) -> Option<Arc<Module>> {
         match self {
             Held::Kept(m) => Some(m.clone()),

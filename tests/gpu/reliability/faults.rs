@@ -28,7 +28,8 @@ pub const TESTS: &[Test] = test_support::tests![
     fault_then_every_call_errs,
 ];
 
-/// The variable that makes the test binary a child running one scenario.
+/// The variable that makes the test binary a child running one scenario (the faults here and
+/// the lifecycle's device reset).
 pub const SCENARIO_ENV: &str = "SRB_RELIABILITY_SCENARIO";
 
 /// If this process is a child (`SRB_RELIABILITY_SCENARIO` set), runs its scenario and exits.
@@ -90,6 +91,7 @@ fn scenario_main(name: &str) -> ! {
         "fault_bucket_append" => fault_bucket_append(),
         "fault_graph_replay" => fault_graph_replay(),
         "fault_every_call" => fault_every_call(),
+        "device_reset_then_build" => super::lifecycle::device_reset_then_build(),
         other => Err(anyhow::anyhow!("unknown scenario {other}")),
     })
 }
