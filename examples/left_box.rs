@@ -11,13 +11,12 @@
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{result, sys, Ptx};
 use sized_readback::testing::pattern;
 use sized_readback::{AppendReadback, ColumnSchema, ReadbackConfig};
-use std::ffi::CString;
 
-/// The kernel: everything but `push` comes from `sized_readback::append::HEADER`.
+/// The kernel, compiled with `sized_readback::append::compile`, which hands NVRTC the header.
 const KERNEL: &str = r#"
+#include <sized_readback/append.cuh>
 struct P3 { double x, y, z; };
 __device__ double wrap(double a) { return a - floor(a); }
 extern "C" __global__ void push(srb_append_desc d, P3* x, const P3* v, unsigned long long n, double dt) {
@@ -59,53 +58,18 @@ fn unit(seed: u64) -> f64 {
     (pattern::mix(seed) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// `kernel` after the append header, compiled by NVRTC straight to machine code for the
-/// context's device (`sm_XY`), as the `append` module's docs advise: the driver then
-/// JIT-compiles no PTX, so NVRTC may be newer than the driver. fmad is off so that the host
-/// model's `x + v * dt` rounds the same way.
-fn compile_for(ctx: &cudarc::driver::CudaContext, kernel: &str) -> Result<Ptx> {
-    let (major, minor) = sized_readback::device::compute_capability(ctx)?;
-    let src = CString::new(format!("{}\n{kernel}", sized_readback::append::HEADER))?;
-    let prog = result::create_program(&src, None)?;
-    let opts = [
-        format!("--gpu-architecture=sm_{major}{minor}"),
-        "--fmad=false".into(),
-        "-std=c++17".into(),
-    ];
-    // SAFETY: a live program, destroyed once below whatever happened; compiled for a real
-    // architecture, so it holds a cubin of the size NVRTC reports.
-    let cubin = unsafe {
-        let built = result::compile_program(prog, &opts)
-            .map_err(|e| {
-                let log = result::get_program_log(prog)
-                    .map(|l| {
-                        String::from_utf8_lossy(&l.iter().map(|&c| c as u8).collect::<Vec<_>>())
-                            .into_owned()
-                    })
-                    .unwrap_or_default();
-                anyhow::anyhow!(
-                    "NVRTC could not compile the kernel for sm_{major}{minor}: {e}\n{log}"
-                )
-            })
-            .and_then(|()| {
-                let mut size = 0;
-                sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-                let mut cubin = vec![0u8; size];
-                sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
-                Ok(cubin)
-            });
-        result::destroy_program(prog)?;
-        built?
-    };
-    Ok(Ptx::from_binary(cubin))
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     let ctx = sized_readback::device::open(args.device).context("opening the CUDA device")?;
     let stream = ctx.new_stream()?;
     let push = ctx
-        .load_module(compile_for(&ctx, KERNEL)?)?
+        // NVRTC, straight to machine code for this device; fmad off so that the host model's
+        // `x + v * dt` rounds the same way.
+        .load_module(sized_readback::append::compile(
+            &ctx,
+            KERNEL,
+            &["--fmad=false"],
+        )?)?
         .load_function("push")?;
 
     let n = args.particles;

@@ -29,8 +29,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let ctx = sized_readback::device::open(0)?;
 //! # let stream = ctx.new_stream()?;
-//! # let ptx = cudarc::nvrtc::compile_ptx(sized_readback::append::HEADER)?;
-//! # let f = ctx.load_module(ptx)?.load_function("left_box")?;
+//! # let f = ctx.load_module(sized_readback::append::compile(&ctx, "", &[])?)?.load_function("left_box")?;
 //! # let (x, n, l) = (stream.alloc_zeros::<f64>(1024)?, 1024i64, 1.0f64);
 //! let mut schema = ColumnSchema::new();
 //! let pos = schema.column::<f64>();
@@ -50,44 +49,32 @@
 //!
 //! # Compiling the kernel
 //! With nvcc, add `-I` [`INCLUDE_DIR`] (`DEP_SIZED_READBACK_INCLUDE` in a dependent's build
-//! script). With NVRTC at run time, prepend [`HEADER`] to the source and compile **straight to
-//! machine code for the device it runs on** (`--gpu-architecture=sm_XY` from
-//! [`crate::device::compute_capability`], then `nvrtcGetCUBIN`): the driver loads a cubin and
-//! JIT-compiles no PTX, so the PTX ISA version the driver accepts no longer matters (the usual
-//! `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` when NVRTC is newer than the driver). Two limits
-//! remain: an NVRTC older than the device does not know `sm_XY` (`nvrtcGetSupportedArchs` lists
-//! what it knows; compile for the newest `compute_*` below the device then, as PTX), and a
-//! cubin of a newer CUDA major version than the driver's does not load. With cudarc:
+//! script). With NVRTC at run time, the `nvrtc` feature's `append::compile` takes the same source
+//! (`#include <sized_readback/append.cuh>` and all) and returns a module for the device:
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use cudarc::nvrtc::{result, sys, Ptx};
 //! # let ctx = sized_readback::device::open(0)?;
-//! # let my_kernel_source = "";
-//! let (major, minor) = sized_readback::device::compute_capability(&ctx)?;
-//! let src = std::ffi::CString::new(format!("{}\n{my_kernel_source}", sized_readback::append::HEADER))?;
-//! let prog = result::create_program(&src, None)?;
-//! let opts = [format!("--gpu-architecture=sm_{major}{minor}"), "-std=c++17".into()];
-//! // SAFETY: a live program, destroyed once below whatever happened; compiled for a real
-//! // architecture, so it holds a cubin of the size NVRTC reports.
-//! let cubin = unsafe {
-//!     let built = result::compile_program(prog, &opts).map_err(|e| e.to_string()).and_then(|()| {
-//!         let mut size = 0;
-//!         sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| e.to_string())?;
-//!         let mut cubin = vec![0u8; size];
-//!         sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result().map_err(|e| e.to_string())?;
-//!         Ok(cubin)
-//!     });
-//!     result::destroy_program(prog)?;
-//!     built? // on a compile error, result::get_program_log(prog) before destroying says why
-//! };
-//! let f = ctx.load_module(Ptx::from_binary(cubin))?.load_function("left_box")?;
+//! # let my_kernel_source = "#include <sized_readback/append.cuh>\n";
+//! let module = ctx.load_module(sized_readback::append::compile(&ctx, my_kernel_source, &[])?)?;
+//! let f = module.load_function("left_box")?;
 //! # let _ = f; Ok(()) }
 //! ```
 //!
+//! It compiles **straight to machine code for the device it runs on**
+//! (`--gpu-architecture=sm_XY` from [`crate::device::compute_capability`], then
+//! `nvrtcGetCUBIN`): the driver loads a cubin and JIT-compiles no PTX, so the PTX ISA version
+//! the driver accepts no longer matters (the usual `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` when
+//! NVRTC is newer than the driver). Two limits remain: an NVRTC older than the device does not
+//! know `sm_XY` (`nvrtcGetSupportedArchs` lists what it knows; compile for the newest
+//! `compute_*` below the device then, as PTX), and a cubin of a newer CUDA major version than
+//! the driver's does not load. With your own NVRTC calls, prepend [`HEADER`] to the source (or
+//! hand it to `nvrtcCreateProgram` as the header `sized_readback/append.cuh`) and do the same.
+//!
 //! CI compiles the kernel above this way with NVRTC 12.0 (sm_70, sm_90) and 12.8 (sm_120)
-//! (`cargo xtask user-kernel`), and the GPU suite runs a kernel built so. CuPy's `RawKernel`
-//! and `RawModule` compile to machine code by themselves where their NVRTC knows the device.
+//! (`cargo xtask user-kernel`) and runs `append::compile`'s tests with NVRTC 12.0; the GPU
+//! suite runs a kernel built by it. CuPy's `RawKernel` and `RawModule` compile to machine code
+//! by themselves where their NVRTC knows the device.
 //!
 //! # Why a closure
 //! The slot must be reserved before the launch (its descriptor is a kernel parameter) and its
@@ -118,6 +105,11 @@ use cudarc::driver::sys::{CUevent, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DeviceRepr, DriverError};
 use std::marker::PhantomData;
 use std::sync::{Arc, RwLock};
+
+#[cfg(feature = "nvrtc")]
+mod compile;
+#[cfg(feature = "nvrtc")]
+pub use compile::{compile, compile_for, CompileError};
 
 /// The append header and the slot header it includes, as one source for NVRTC: prepend it to
 /// a kernel's source (or pass it as the header `sized_readback/append.cuh`).

@@ -113,7 +113,8 @@ pub fn check(root: &Path) -> Result<()> {
     cmd::run(
         clean("cargo", &w.join(&lib))
             .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings")
-            .args(["doc", "--quiet", "--no-deps"]),
+            // docs.rs's features (Cargo.toml's [package.metadata.docs.rs]).
+            .args(["doc", "--quiet", "--no-deps", "--features", "nvrtc"]),
     )?;
     let entries = fs::read_dir(w.join("target/doc/sized_readback"))?.count();
     println!(

@@ -198,7 +198,8 @@ pub fn ptxas(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Compiles the append docs' user kernel with NVRTC to machine code.
+/// Compiles the append docs' user kernel with NVRTC to machine code, and runs the tests of
+/// `append::compile` with NVRTC 12.0.
 pub fn user_kernel(root: &Path) -> Result<()> {
     let docs = fs::read_to_string(root.join("src/append.rs"))?;
     let kernel = cuda_block(&docs).context("src/append.rs has no ```cuda block")?;
@@ -222,7 +223,33 @@ pub fn user_kernel(root: &Path) -> Result<()> {
             cubin.len()
         );
     }
-    Ok(())
+    // The library's own NVRTC path (`append::compile`, the `nvrtc` feature), whose tests take
+    // the "NVRTC missing" branch on a machine without a toolkit: here with NVRTC 12.0 on the
+    // loader's path, and required.
+    let lib = toolchain::install(root, &toolchain::NVRTC_12_0)?;
+    let dir = lib.parent().context("NVRTC's library has no directory")?;
+    let path = match std::env::var_os("LD_LIBRARY_PATH") {
+        Some(old) if !old.is_empty() => {
+            let mut p = dir.as_os_str().to_owned();
+            p.push(":");
+            p.push(old);
+            p
+        }
+        _ => dir.as_os_str().to_owned(),
+    };
+    crate::cmd::run(
+        crate::cmd::cargo(root)
+            .args([
+                "test",
+                "--locked",
+                "-p",
+                "sized-readback",
+                "--lib",
+                "append::compile",
+            ])
+            .env("LD_LIBRARY_PATH", path)
+            .env("SRB_REQUIRE_NVRTC", "1"),
+    )
 }
 
 /// The first ```cuda block of a Rust module doc (`//! ` lines).

@@ -153,7 +153,8 @@ enum Task {
     /// Compile the append docs' user kernel with NVRTC to machine code
     ///
     /// `src/append.rs`'s kernel for sm_70, sm_90 (NVRTC 12.0) and sm_120 (NVRTC 12.8): the path
-    /// the docs recommend for users' own kernels. Compile only.
+    /// the docs recommend for users' own kernels; then the library's `append::compile` tests
+    /// with NVRTC 12.0 on LD_LIBRARY_PATH. Compile only: no GPU.
     UserKernel,
 }
 

@@ -3,49 +3,13 @@
 use super::ctx;
 use super::rows::schema_of;
 use anyhow::{ensure, Context as _, Result};
-use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 use sized_readback::testing::pattern;
 use sized_readback::{AppendReadback, ReadbackConfig};
-use std::sync::Arc;
 use test_support::source_root::source_root;
 
-/// `source` compiled by NVRTC straight to machine code for `ctx`'s device (`sm_XY` from its
-/// compute capability), as the append docs recommend: no PTX reaches the driver, so the NVRTC's
-/// version never has to be one the driver can JIT.
-fn nvrtc_cubin(ctx: &Arc<CudaContext>, source: &str) -> Result<cudarc::nvrtc::Ptx> {
-    use cudarc::nvrtc::{result, sys};
-    let (major, minor) = sized_readback::device::compute_capability(ctx)?;
-    let src = std::ffi::CString::new(source)?;
-    let prog = result::create_program(&src, None)?;
-    let opts = [
-        format!("--gpu-architecture=sm_{major}{minor}"),
-        "-std=c++17".into(),
-    ];
-    // SAFETY: a live program, destroyed once below whatever happened; compiled for a real
-    // architecture, so it holds a cubin of the size NVRTC reports.
-    let cubin = unsafe {
-        let built = result::compile_program(prog, &opts)
-            .map_err(|e| {
-                let log = result::get_program_log(prog).unwrap_or_default();
-                let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
-                anyhow::anyhow!("NVRTC: {e:?}: {}", String::from_utf8_lossy(&log))
-            })
-            .and_then(|()| {
-                let mut size = 0usize;
-                sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
-                let mut cubin = vec![0u8; size];
-                sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
-                Ok(cubin)
-            });
-        result::destroy_program(prog)?;
-        built?
-    };
-    ensure!(cubin.starts_with(b"\x7fELF"), "NVRTC gave no cubin");
-    Ok(cudarc::nvrtc::Ptx::from_binary(cubin))
-}
-
-/// A kernel compiled at run time with NVRTC from the header, straight to machine code for this
-/// device (the path the append docs recommend to users).
+/// A kernel that includes the header, compiled at run time by `append::compile` (NVRTC,
+/// straight to machine code for this device), appends what the host model says.
 pub(super) fn nvrtc_kernel_through_the_header() -> Result<()> {
     const KERNEL: &str = r#"
 extern "C" __global__ void odd(srb_append_desc d, const unsigned long long* x, unsigned long long n) {
@@ -62,9 +26,9 @@ extern "C" __global__ void odd(srb_append_desc d, const unsigned long long* x, u
 "#;
     let ctx = ctx();
     let stream = ctx.new_stream()?;
-    let src = format!("{}\n{KERNEL}", sized_readback::append::HEADER);
+    let src = format!("#include <sized_readback/append.cuh>\n{KERNEL}");
     let f = ctx
-        .load_module(nvrtc_cubin(&ctx, &src)?)?
+        .load_module(sized_readback::append::compile(&ctx, &src, &[])?)?
         .load_function("odd")?;
     let host: Vec<u64> = (0..100_000u64).map(pattern::mix).collect();
     let x = stream.clone_htod(&host)?;
