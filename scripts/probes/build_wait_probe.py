@@ -11,7 +11,10 @@ whether the spin was still running when it returned.
   from 4 KiB to 64 MiB; `cudaMalloc` at the same sizes; `cudaHostRegister` of a numpy array;
 - `cuModuleLoadData` of a no-op kernel's PTX and `cuModuleUnload` of it, through ctypes;
 - `sized_readback.Readback` (mapped, staged) at capacities from 1,000 to 1M f64 rows, twice
-  over, and the drop of a readback built before the spin.
+  over, and the drop of a readback built before the spin;
+- what a drop does, one call at a time, on objects made before the spin: `cudaFree`,
+  `cudaFreeHost`, `cudaHostUnregister`, `cudaFreeAsync` (on another stream), `cudaStreamDestroy`,
+  `cudaEventDestroy`, `cuGraphExecDestroy` and `cuGraphDestroy` (one empty node).
 
 Each allocation is freed after the spin has ended (a free may synchronize on its own).
 
@@ -98,6 +101,32 @@ def main():
     trial("cuModuleLoadData (no-op kernel, PTX)", module_load, cuda.cuModuleUnload)
     loaded = module_load()
     trial("cuModuleUnload (no-op kernel)", lambda: cuda.cuModuleUnload(loaded))
+
+    # What a drop does, one call at a time, on objects made while the device was idle.
+    for size in (64 << 10, 8 << 20):
+        ptr = rt.malloc(size)
+        trial(f"cudaFree {size >> 10} KiB", lambda: rt.free(ptr))
+        ptr = rt.hostAlloc(size, PORTABLE | MAPPED)
+        trial(f"cudaFreeHost portable|mapped {size >> 10} KiB", lambda: rt.freeHost(ptr))
+        a = np.zeros(size, dtype=np.uint8)
+        rt.hostRegister(a.ctypes.data, a.nbytes, PORTABLE | MAPPED)
+        trial(f"cudaHostUnregister {size >> 10} KiB", lambda: rt.hostUnregister(a.ctypes.data))
+        other = rt.streamCreateWithFlags(1)  # non-blocking
+        ptr = rt.mallocAsync(size, other)
+        rt.streamSynchronize(other)
+        trial(f"cudaFreeAsync {size >> 10} KiB (another stream)", lambda: rt.freeAsync(ptr, other))
+        rt.streamSynchronize(other)
+        rt.streamDestroy(other)
+    stream = rt.streamCreateWithFlags(1)
+    trial("cudaStreamDestroy (non-blocking, idle)", lambda: rt.streamDestroy(stream))
+    event = rt.eventCreateWithFlags(2)  # disable timing
+    trial("cudaEventDestroy (never recorded)", lambda: rt.eventDestroy(event))
+    graph, exe, node = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    assert cuda.cuGraphCreate(ctypes.byref(graph), 0) == 0
+    assert cuda.cuGraphAddEmptyNode(ctypes.byref(node), graph, None, ctypes.c_size_t(0)) == 0
+    assert cuda.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)) == 0
+    trial("cuGraphExecDestroy (one empty node)", lambda: cuda.cuGraphExecDestroy(exe))
+    trial("cuGraphDestroy (one empty node)", lambda: cuda.cuGraphDestroy(graph))
 
     try:
         import sized_readback as srb
