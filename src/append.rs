@@ -71,9 +71,10 @@
 //! the driver's does not load. With your own NVRTC calls, prepend [`HEADER`] to the source (or
 //! hand it to `nvrtcCreateProgram` as the header `sized_readback/append.cuh`) and do the same.
 //!
-//! CI compiles the kernel above this way with NVRTC 12.0 (sm_70, sm_90) and 12.8 (sm_120)
-//! (`cargo xtask user-kernel`) and runs `append::compile`'s tests with NVRTC 12.0; the GPU
-//! suite runs a kernel built by it. CuPy's `RawKernel` and `RawModule` compile to machine code
+//! `append::cubin_for` gives the machine code as bytes, for a cache on disk. CI compiles the
+//! kernel above with NVRTC 12.0 (sm_70, sm_90) and 12.8 (sm_120) (`cargo xtask user-kernel`), and
+//! through `append::cubin_for` with NVRTC 12.0 (sm_70, sm_90) in `append::compile`'s tests; the
+//! GPU suite and the `left_box` example run kernels built by `append::compile`. CuPy's `RawKernel` and `RawModule` compile to machine code
 //! by themselves where their NVRTC knows the device.
 //!
 //! # Why a closure
@@ -109,7 +110,7 @@ use std::sync::{Arc, RwLock};
 #[cfg(feature = "nvrtc")]
 mod compile;
 #[cfg(feature = "nvrtc")]
-pub use compile::{compile, compile_for, CompileError};
+pub use compile::{compile, compile_for, cubin_for, CompileError};
 
 /// The append header and the slot header it includes, as one source for NVRTC: prepend it to
 /// a kernel's source (or pass it as the header `sized_readback/append.cuh`).

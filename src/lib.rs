@@ -45,6 +45,11 @@
 //! # Ok(()) }
 //! ```
 //! More of these rules are proven by the compile-fail tests in `tests/compile_fail/`.
+//!
+//! # Features
+//! - `nvrtc`: `append::compile`, `append::compile_for` and `append::cubin_for`, which
+//!   compile a kernel that includes the append header with NVRTC, loaded at run time as the
+//!   driver is (no build-time toolkit), to machine code for the device.
 // The workspace's lints (the root Cargo.toml) apply; this one only to libraries, whose
 // test and tool targets share helper modules that it would flag.
 #![deny(unreachable_pub)]

@@ -1,7 +1,8 @@
 //! The committed kernel images and slot bindings: regenerated and checked (`regen`), their PTX
 //! assembled by CUDA 12.0's ptxas (`ptxas`), and the append docs' user kernel compiled by NVRTC
-//! (`user-kernel`). The only place that runs NVRTC or bindgen: the library's build runs no tool,
-//! so a dependent needs neither a CUDA toolkit nor libclang.
+//! (`user-kernel`). The only place the build runs NVRTC or bindgen: the library's build runs no
+//! tool, so a dependent needs neither a CUDA toolkit nor libclang (`append::compile`, the `nvrtc`
+//! feature, loads NVRTC at run time).
 use crate::{bindings, count_kinds, images, manifest, nvrtc, toolchain};
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -225,7 +226,7 @@ pub fn user_kernel(root: &Path) -> Result<()> {
     }
     // The library's own NVRTC path (`append::compile`, the `nvrtc` feature), whose tests take
     // the "NVRTC missing" branch on a machine without a toolkit: here with NVRTC 12.0 on the
-    // loader's path, and required.
+    // loader's path, required at that version (the docs' kernel among them).
     let lib = toolchain::install(root, &toolchain::NVRTC_12_0)?;
     let dir = lib.parent().context("NVRTC's library has no directory")?;
     let path = match std::env::var_os("LD_LIBRARY_PATH") {
@@ -248,7 +249,7 @@ pub fn user_kernel(root: &Path) -> Result<()> {
                 "append::compile",
             ])
             .env("LD_LIBRARY_PATH", path)
-            .env("SRB_REQUIRE_NVRTC", "1"),
+            .env("SRB_REQUIRE_NVRTC", "12.0"),
     )
 }
 
