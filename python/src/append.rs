@@ -226,8 +226,9 @@ impl Drop for PendingAppend {
 impl Drop for AppendReadback {
     fn drop(&mut self) {
         let _restore = CtxGuard::save();
-        // SAFETY: dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.rb) };
+        // SAFETY: taken once, here, and never used again.
+        let rb = unsafe { ManuallyDrop::take(&mut self.rb) };
+        crate::detached_drop::drop_detached(rb);
     }
 }
 

@@ -280,6 +280,13 @@ impl Drop for GraphReadback {
                 let keep = std::mem::take(self.keep.get_mut().unwrap_or_else(|p| p.into_inner()));
                 retire(g, keep);
             }
+        } else if let Some(g) = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            crate::detached_drop::drop_detached(g);
         }
     }
 }

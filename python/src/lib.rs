@@ -7,6 +7,7 @@ mod append;
 mod array;
 mod core_ticket;
 mod deferred;
+mod detached_drop;
 mod dlpack;
 mod driver;
 mod errors;

@@ -344,7 +344,8 @@ impl Readback {
 impl Drop for Readback {
     fn drop(&mut self) {
         let _restore = CtxGuard::save();
-        // SAFETY: dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.rb) };
+        // SAFETY: taken once, here, and never used again.
+        let rb = unsafe { ManuallyDrop::take(&mut self.rb) };
+        crate::detached_drop::drop_detached(rb);
     }
 }

@@ -248,7 +248,7 @@ impl Drop for SizedLaunch {
             crate::retired::retire_launch(launch, keep);
         } else {
             let _restore = CtxGuard::save();
-            drop(launch);
+            crate::detached_drop::drop_detached(launch);
         }
     }
 }

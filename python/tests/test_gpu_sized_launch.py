@@ -4,6 +4,8 @@ the capacity and negative ones run nothing; a loop with no host synchronization;
 raises is a BodyRecordingError with the exception as its cause."""
 
 import gc
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -177,3 +179,31 @@ def test_building_a_readback_waits_for_no_other_work(transport):
     with rb.enqueue(data, n).wait(timeout=30) as out:
         np.testing.assert_array_equal(out.numpy(), np.arange(7, dtype=np.float64))
     assert still_busy, "the build waited for work on another stream"
+
+
+@pytest.mark.parametrize("transport", ["mapped", "staged"])
+def test_dropping_a_readback_lets_other_python_threads_run(transport):
+    """A readback's drop frees pinned and device memory, and those frees wait for the device's
+    running work; the drop waits with the GIL released, so another Python thread runs
+    meanwhile (it would stand still for the whole wait with the GIL held)."""
+    rb = srb.Readback(1 << 16, dtype=np.float64, transport=transport)
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    busy = busy_for(300_000_000)
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    del rb
+    t1 = time.perf_counter()
+    stop.set()
+    thread.join()
+    busy.synchronize()
+    during = sum(t0 < t < t1 for t in ticks)
+    assert t1 - t0 > 0.1, f"the drop took {(t1 - t0) * 1e3:.1f} ms: it did not wait for the device, so this shows nothing"
+    assert during >= 10, f"another thread ran {during} times during a {(t1 - t0) * 1e3:.0f} ms drop"
