@@ -118,7 +118,7 @@ pub enum CompileError {
 
 /// Compiles `source`, CUDA C++ that includes `<sized_readback/append.cuh>`, with NVRTC to
 /// machine code for `ctx`'s device, ready for `ctx.load_module`. Needs the crate's `nvrtc`
-/// feature, and an NVRTC (11.1 or newer) that the dynamic loader finds at run time.
+/// feature, and an NVRTC (11.2 or newer) that the dynamic loader finds at run time.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -184,12 +184,13 @@ pub fn cubin_for(
             .find(|o| names.iter().any(|n| o.starts_with(n)))
             .copied()
     };
-    let arch = match given(&["--gpu-architecture", "-arch"]) {
+    let user_arch = given(&["--gpu-architecture", "-arch"]);
+    let arch = match user_arch {
         Some(o) => o.rsplit(['=', ' ']).next().unwrap_or(o).trim().to_owned(),
         None => format!("sm_{major}{minor}"),
     };
     let mut opts: Vec<String> = Vec::with_capacity(options.len() + 2);
-    if given(&["--gpu-architecture", "-arch"]).is_none() {
+    if user_arch.is_none() {
         opts.push(format!("--gpu-architecture={arch}"));
     }
     if given(&["--std", "-std"]).is_none() {
@@ -206,7 +207,7 @@ pub fn cubin_for(
             minor: vminor,
         });
     }
-    if given(&["--gpu-architecture", "-arch"]).is_none() {
+    if user_arch.is_none() {
         let supported = supported_archs()?;
         if !supported.contains(&(major * 10 + minor)) {
             return Err(CompileError::UnknownArchitecture {

@@ -229,15 +229,11 @@ pub fn user_kernel(root: &Path) -> Result<()> {
     // loader's path, required at that version (the docs' kernel among them).
     let lib = toolchain::install(root, &toolchain::NVRTC_12_0)?;
     let dir = lib.parent().context("NVRTC's library has no directory")?;
-    let path = match std::env::var_os("LD_LIBRARY_PATH") {
-        Some(old) if !old.is_empty() => {
-            let mut p = dir.as_os_str().to_owned();
-            p.push(":");
-            p.push(old);
-            p
-        }
-        _ => dir.as_os_str().to_owned(),
-    };
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&old).filter(|d| !d.as_os_str().is_empty()));
+    }
+    let path = std::env::join_paths(dirs)?;
     crate::cmd::run(
         crate::cmd::cargo(root)
             .args([
