@@ -8,6 +8,6 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 name="${1:?NAME (scripts/probes/NAME.cu)}"; out="${2:?OUTDIR}"; shift 2
 mkdir -p "$out"
 source "$root/scripts/find-nvcc.sh"
+trap 'rm -f "$out/$name"' EXIT  # the binary goes even when the probe fails
 "$NVCC" -O3 -std=c++17 -arch=sm_90 "$root/scripts/probes/$name.cu" -o "$out/$name" "${NVCC_LINK_FLAGS[@]}" 2>&1 | tee "$out/build.txt"
 "$out/$name" "$@" 2>&1 | tee "$out/probe.txt"
-rm -f "$out/$name"
