@@ -16,6 +16,8 @@
 //   capture     stream capture, as a user's capture records a sized step: the resizer is captured
 //               first with a null handle, the consumer then launched with the attribute, and the
 //               resizer's parameters set once the handle exists (during the capture, else after);
+//   capture-add stream capture, the consumer, its opt-in, the resizer and the edge added to the
+//               capture's graph explicitly, as SizedLaunch::record adds its setter and SWITCH;
 //   twice       a second cudaGraphInstantiate of a graph holding such a node (documented: refused);
 //   clone       cudaGraphClone of it (the library clones bodies into SWITCH nodes);
 //   child       a child-graph node made from it (a sized step inserted into another graph);
@@ -439,6 +441,36 @@ static void say(const char* what, bool ok, const std::string& detail, FILE* js, 
   g_refused.clear();
 }
 
+// As SizedLaunch::record adds its nodes today (raw/switch_graph.rs): the producer captured, then
+// the consumer, its opt-in, the resizer and the edge added to the capture's own graph behind the
+// capture's dependencies, which then become the consumer.
+static bool capture_add_step(Bufs& b, cudaStream_t s, StepArgs& t, cudaGraph_t* g) {
+  TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  produce<<<grid_for(CAP), BLOCK, 0, s>>>(b.x, b.count, b.counts, 0, nullptr);
+  cudaStreamCaptureStatus st;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t nd = 0;
+  cudaGraph_t cg;
+  TRY(cudaStreamGetCaptureInfo(s, &st, nullptr, &cg, &deps, nullptr, &nd));
+  std::vector<cudaGraphNode_t> after(deps, deps + nd);
+  cudaGraphNode_t c, r;
+  void* cargs[] = {&t.x, &t.y, &t.count, &t.done, &t.grids, &t.step, &t.iter};
+  if (!add_kernel(&c, cg, nullptr, (void*)consume, MAX_GRID, BLOCK, cargs)) return false;
+  if (!make_updatable(c, &t.dn)) return false;
+  void* rargs[] = {&t.dn, &t.count, &t.err};
+  cudaGraphNodeParams np = {};
+  np.type = cudaGraphNodeTypeKernel;
+  np.kernel.func = (void*)resizer;
+  np.kernel.gridDim = dim3(1);
+  np.kernel.blockDim = dim3(32);
+  np.kernel.kernelParams = rargs;
+  TRY(cudaGraphAddNode(&r, cg, after.data(), nullptr, after.size(), &np));
+  TRY(cudaGraphAddDependencies(cg, &r, &c, nullptr, 1));
+  TRY(cudaStreamUpdateCaptureDependencies(s, &c, nullptr, 1, cudaStreamSetCaptureDependencies));
+  TRY(cudaStreamEndCapture(s, g));
+  return true;
+}
+
 static bool capture_step(Bufs& b, cudaStream_t s, StepArgs& t, cudaGraph_t* g, bool set_during, std::string* how) {
   TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   produce<<<grid_for(CAP), BLOCK, 0, s>>>(b.x, b.count, b.counts, 0, nullptr);
@@ -577,6 +609,22 @@ static void part1(Bufs& b, cudaStream_t s, FILE* js) {
         js, &first);
     if (cg) CK(cudaGraphDestroy(cg));
     if (ok) break;  // setting the handle after the capture is the fallback
+  }
+
+  {
+    cudaGraph_t cg = nullptr;
+    ok = capture_add_step(b, s, t, &cg) && run_once(cg, b, s, one, RESIZE, &wrong);
+    if (!ok) {
+      cudaStreamCaptureStatus st;
+      if (cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t junk = nullptr;
+        cudaStreamEndCapture(s, &junk);
+        if (junk) cudaGraphDestroy(junk);
+      }
+      cudaGetLastError();
+    }
+    say("capture-add", ok && wrong == 0, ok ? "; mismatches " + std::to_string(wrong) : "", js, &first);
+    if (cg) CK(cudaGraphDestroy(cg));
   }
 
   // Persistence: a consumer built with grid 1, resized to 7 in replay 1 only.
