@@ -1,6 +1,6 @@
 // Part 1 of sized_grid_probe.cu: what the driver accepts of device-updatable kernel nodes, one
 // line each (explicit build, stream capture, a second instantiation, clone, child graph,
-// persistence across replays). Included once, by sized_grid_probe.cu, after sized_grid_ways.cuh.
+// persistence across replays, host updates of the resizer, launches without a separate upload). Included once, by sized_grid_probe.cu, after sized_grid_ways.cuh.
 #pragma once
 #include "sized_grid_ways.cuh"
 
@@ -115,6 +115,55 @@ static bool capture_step(Bufs& b, cudaStream_t s, StepArgs& t, cudaGraph_t* g, b
   return true;
 }
 
+// resizer_once(flag, grid) -> consume (built with grid 1, device-updatable), with its executable.
+struct FlagGraph {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  cudaGraphNode_t c = nullptr, r = nullptr;
+  int step = 0;
+  const int* noiter = nullptr;
+  unsigned grid = 0;
+  bool make(Bufs& b, StepArgs& t, int* flag, unsigned g_) {
+    grid = g_;
+    CK(cudaGraphCreate(&g, 0));
+    void* cargs[] = {&b.x, &b.y, &b.count, &b.done, &b.grids, &step, &noiter};
+    if (!add_kernel(&c, g, nullptr, (void*)consume, 1, BLOCK, cargs) || !make_updatable(c, &t.dn)) return false;
+    void* rargs[] = {&t.dn, &flag, &grid, &b.err};
+    if (!add_kernel(&r, g, nullptr, (void*)resizer_once, 1, 32, rargs)) return false;
+    TRY(cudaGraphAddDependencies(g, &r, &c, nullptr, 1));
+    return true;
+  }
+  bool instantiate(cudaStream_t s, bool upload) {
+    TRY(cudaGraphInstantiate(&e, g, 0));
+    if (upload) TRY(cudaGraphUpload(e, s));
+    return true;
+  }
+  void drop() {
+    if (e) cudaGraphExecDestroy(e);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    *this = FlagGraph();
+  }
+};
+
+// One launch of `e` with *flag = f; the grid its consumer ran with in *seen (0: it never ran).
+static bool replay(cudaGraphExec_t e, cudaStream_t s, Bufs& b, int* flag, int f, unsigned* seen) {
+  CK(cudaMemcpy(flag, &f, sizeof(int), cudaMemcpyHostToDevice));
+  CK(cudaMemset(b.grids, 0, sizeof(unsigned)));
+  CK(cudaMemset(b.err, 0, sizeof(int)));
+  CK(cudaDeviceSynchronize());  // the legacy stream's copies land before the non-blocking stream's launch
+  TRY(cudaGraphLaunch(e, s));
+  TRY(cudaStreamSynchronize(s));
+  int err = 0;
+  CK(cudaMemcpy(seen, b.grids, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(&err, b.err, sizeof(int), cudaMemcpyDeviceToHost));
+  if (err) {
+    g_refused = std::string("a device update returned ") + cudaGetErrorName((cudaError_t)err);
+    return false;
+  }
+  return true;
+}
+
 static void part1(Bufs& b, cudaStream_t s, FILE* js) {
   bool first = true;
   std::vector<int> one = {3000};
@@ -222,55 +271,88 @@ static void part1(Bufs& b, cudaStream_t s, FILE* js) {
     if (cg) CK(cudaGraphDestroy(cg));
   }
 
-  // Persistence: a consumer built with grid 1, resized to 7 in replay 1 only.
-  {
-    int* flag;
-    CK(cudaMalloc(&flag, sizeof(int)));
-    cudaGraph_t pg;
-    CK(cudaGraphCreate(&pg, 0));
-    cudaGraphNode_t c, r;
-    int step = 0;
-    const int* noiter = nullptr;
-    unsigned seven = 7;
-    void* cargs[] = {&b.x, &b.y, &b.count, &b.done, &b.grids, &step, &noiter};
-    std::string d;
-    ok = add_kernel(&c, pg, nullptr, (void*)consume, 1, BLOCK, cargs) && make_updatable(c, &t.dn);
-    void* rargs[] = {&t.dn, &flag, &seven, &b.err};
-    ok = ok && add_kernel(&r, pg, nullptr, (void*)resizer_once, 1, 32, rargs);
-    cudaGraphExec_t e;
-    if (ok) {
-      cudaError_t re = cudaGraphAddDependencies(pg, &r, &c, nullptr, 1);
-      ok = re == cudaSuccess && cudaGraphInstantiate(&e, pg, 0) == cudaSuccess && cudaGraphUpload(e, s) == cudaSuccess;
-      if (!ok) g_refused = "persist graph";
-    }
-    if (ok) {
-      unsigned seen[2];
-      for (int rep = 0; rep < 2; ++rep) {
-        int f = rep == 0;
-        CK(cudaMemcpy(flag, &f, sizeof(int), cudaMemcpyHostToDevice));
-        CK(cudaMemset(b.grids, 0, sizeof(unsigned)));
-        CK(cudaDeviceSynchronize());
-        cudaError_t le = cudaGraphLaunch(e, s);
-        if (le == cudaSuccess) le = cudaStreamSynchronize(s);
-        if (le != cudaSuccess) {
-          g_refused = std::string("persist replay: ") + cudaGetErrorName(le);
-          cudaGetLastError();
-          ok = false;
-          break;
-        }
-        CK(cudaMemcpy(&seen[rep], b.grids, sizeof(unsigned), cudaMemcpyDeviceToHost));
-      }
-      if (ok) {
-        d = "; built with grid 1, set to 7 in replay 1: replay 1 ran " + std::to_string(seen[0]) +
-            ", replay 2 (no update) ran " + std::to_string(seen[1]) +
-            (seen[1] == 7 ? " (updates persist)" : " (the built grid is restored)");
-        ok = seen[0] == 7;
-      }
-      CK(cudaGraphExecDestroy(e));
-    }
-    say("persist", ok, d, js, &first);
-    CK(cudaGraphDestroy(pg));
-    CK(cudaFree(flag));
+  // The host's side of such a graph, each on a graph of its own (none may be instantiated twice):
+  // resizer_once(flag, grid) -> consume, the consumer built with grid 1.
+  int* flag;
+  CK(cudaMalloc(&flag, sizeof(int)));
+  FlagGraph fg;
+  std::string d;
+  unsigned seen[3] = {0, 0, 0};
+
+  // persist: the grid set to 7 in replay 1 only; what replay 2 runs.
+  ok = fg.make(b, t, flag, 7) && fg.instantiate(s, true) && replay(fg.e, s, b, flag, 1, &seen[0]) &&
+       replay(fg.e, s, b, flag, 0, &seen[1]);
+  if (ok) {
+    d = "; built with grid 1, set to 7 in replay 1: replay 1 ran " + std::to_string(seen[0]) +
+        ", replay 2 (no update) ran " + std::to_string(seen[1]) +
+        (seen[1] == 7 ? " (updates persist)" : " (the built grid is restored)");
+    ok = seen[0] == 7;
   }
+  say("persist", ok, d, js, &first);
+  fg.drop();
+
+  // exec-set: the resizer's own parameter changed on the executable graph between launches (as
+  // an enqueue sets its setter's sequence number), without and then with a new upload.
+  d.clear();
+  ok = fg.make(b, t, flag, 7) && fg.instantiate(s, true) && replay(fg.e, s, b, flag, 1, &seen[0]);
+  if (ok) {
+    unsigned nine = 9;
+    void* rargs[] = {&t.dn, &flag, &nine, &b.err};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void*)resizer_once;
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(32);
+    kp.kernelParams = rargs;
+    cudaError_t xe = cudaGraphExecKernelNodeSetParams(fg.e, fg.r, &kp);
+    if (xe != cudaSuccess) {
+      g_refused = std::string("cudaGraphExecKernelNodeSetParams: ") + cudaGetErrorName(xe);
+      cudaGetLastError();
+      ok = false;
+    }
+    ok = ok && replay(fg.e, s, b, flag, 1, &seen[1]);
+    ok = ok && cudaGraphUpload(fg.e, s) == cudaSuccess && replay(fg.e, s, b, flag, 1, &seen[2]);
+    if (ok) {
+      d = "; grid 7, then the resizer's parameter set to 9 on the executable graph: the next launch ran " +
+          std::to_string(seen[1]) + ", after a new upload " + std::to_string(seen[2]);
+      ok = seen[0] == 7 && seen[1] == 9;
+    }
+  }
+  say("exec-set", ok, d, js, &first);
+  fg.drop();
+
+  // no-upload: instantiated and launched with no cudaGraphUpload (the documentation asks for one;
+  // a user's own instantiation of a captured graph may skip it).
+  d.clear();
+  ok = fg.make(b, t, flag, 7) && fg.instantiate(s, false) && replay(fg.e, s, b, flag, 1, &seen[0]);
+  if (ok) {
+    d = "; set to 7 with no upload: the launch ran " + std::to_string(seen[0]);
+    ok = seen[0] == 7;
+  }
+  say("no-upload", ok, d, js, &first);
+  fg.drop();
+
+  // upload-flag: instantiated with cudaGraphInstantiateFlagUpload instead of a separate upload.
+  d.clear();
+  ok = fg.make(b, t, flag, 7);
+  if (ok) {
+    cudaGraphInstantiateParams ip = {};
+    ip.flags = cudaGraphInstantiateFlagUpload;
+    ip.uploadStream = s;
+    cudaError_t ie = cudaGraphInstantiateWithParams(&fg.e, fg.g, &ip);
+    if (ie != cudaSuccess) {
+      g_refused = std::string("cudaGraphInstantiateWithParams: ") + cudaGetErrorName(ie);
+      cudaGetLastError();
+      fg.e = nullptr;
+      ok = false;
+    }
+    ok = ok && replay(fg.e, s, b, flag, 1, &seen[0]);
+    if (ok) {
+      d = "; set to 7: the launch ran " + std::to_string(seen[0]);
+      ok = seen[0] == 7;
+    }
+  }
+  say("upload-flag", ok, d, js, &first);
+  fg.drop();
+  CK(cudaFree(flag));
   fprintf(js, "\n ],\n");
 }

@@ -21,7 +21,12 @@
 //   twice       a second cudaGraphInstantiate of a graph holding such a node (documented: refused);
 //   clone       cudaGraphClone of it (the library clones bodies into SWITCH nodes);
 //   child       a child-graph node made from it (a sized step inserted into another graph);
-//   persist     whether a device update made in one replay is still in force in the next.
+//   persist     whether a device update made in one replay is still in force in the next;
+//   exec-set    the resizer's own parameter set on the executable graph between launches (as an
+//               enqueue sets its setter's sequence number), without and then with a new upload;
+//   no-upload   launched with no cudaGraphUpload (documented as needed; a user's instantiation of
+//               a captured graph may skip it);
+//   upload-flag instantiated with cudaGraphInstantiateFlagUpload instead.
 // Part 2, per step inside one graph of S steps, p50 and p99 over replays, every step checked
 // (each step's rows counted by the consumer, its grid recorded, the last step's values):
 //   exact       the consumer's grid for the step's count, known when the graph was built (the floor);
