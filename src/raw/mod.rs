@@ -5,6 +5,7 @@ pub(crate) mod abi;
 pub(crate) mod buffer;
 pub(crate) mod driver;
 pub(crate) mod event;
+pub(crate) mod grid_graph;
 pub(crate) mod images;
 pub(crate) mod module;
 pub(crate) mod stream;

@@ -81,7 +81,7 @@ pub(crate) fn driver_version() -> Result<i32> {
 ///
 /// # Safety
 /// `F` is the function pointer type of that entry point at that version.
-unsafe fn entry_point<F: Copy>(name: &'static CStr, version: i32) -> Result<F> {
+pub(super) unsafe fn entry_point<F: Copy>(name: &'static CStr, version: i32) -> Result<F> {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     let mut pfn: *mut c_void = std::ptr::null_mut();
     let mut found = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SUCCESS;
@@ -380,6 +380,27 @@ pub(crate) unsafe fn capture_switch(
     default: u32,
     fill: impl FnMut(usize, CUgraph) -> Result<()>,
 ) -> Result<()> {
+    let add = |graph, deps: &[CUgraphNode]| {
+        // SAFETY: per the contract; the capture's own graph and dependencies.
+        let added =
+            unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill)? };
+        Ok(added.switch_node)
+    };
+    // SAFETY: per the contract; `add` adds to the capture's graph only.
+    unsafe { add_to_capture(stream, add) }
+}
+
+/// Adds what `add` adds to the graph `stream` is capturing, after the capture's current
+/// dependencies (`add` gets the graph and them, and returns the node later captured work must
+/// follow), and makes that node the capture's dependency. An error invalidates the capture.
+///
+/// # Safety
+/// `stream` is a live stream of the current context, capturing; `add` adds only nodes of that
+/// graph whose resources stay valid while it lives.
+pub(crate) unsafe fn add_to_capture(
+    stream: CUstream,
+    add: impl FnOnce(CUgraph, &[CUgraphNode]) -> Result<CUgraphNode>,
+) -> Result<()> {
     let mut state = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     let mut id = 0u64;
     let mut graph: CUgraph = std::ptr::null_mut();
@@ -397,14 +418,12 @@ pub(crate) unsafe fn capture_switch(
         unsafe { std::slice::from_raw_parts(deps, n) }
     };
     let record = || -> Result<()> {
-        // SAFETY: per the contract; the capture's own graph and dependencies.
-        let mut added =
-            unsafe { add_switch(ctx, graph, deps, kernel, shape, param, k, default, fill)? };
+        let mut last = add(graph, deps)?;
         // SAFETY: the stream is capturing; the node is of its graph.
         let status = unsafe {
             sys::cuStreamUpdateCaptureDependencies(
                 stream,
-                &mut added.switch_node,
+                &mut last,
                 1,
                 sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
                     as u32,
@@ -436,7 +455,7 @@ impl Drop for SwitchGraph {
 
 /// The kernel node's parameters: `kernel` in `shape` (without programmatic launch: a graph's
 /// kernel node follows the whole previous stream work), with `args`.
-fn kernel_params(
+pub(super) fn kernel_params(
     kernel: &Kernel,
     shape: LaunchShape,
     args: &mut [*mut c_void],
