@@ -7,6 +7,7 @@
 //! class's `n_max`: a kernel with that class's grid, a CUB call or a GEMM of that size. The
 //! body's work reads the true count from the device ([`SizeClass::count`]) to bound itself.
 //! The design and the probe behind it: `docs/design/sized-launch.md`.
+mod flavor;
 mod params;
 mod plan;
 
@@ -18,15 +19,14 @@ use crate::raw::abi;
 use crate::raw::buffer::PinnedBuffer;
 use crate::raw::driver;
 use crate::raw::event::Event;
-use crate::raw::module::{Kernel, Module};
 use crate::raw::stream::Stream;
-use crate::raw::switch_graph::{self, GraphGuard, SwitchGraph};
+use crate::raw::switch_graph::{self, GraphGuard};
 use crate::source::RawCount;
 use cudarc::driver::sys::{self, CUgraph};
 use cudarc::driver::{CudaContext, CudaStream};
+use flavor::Flavor;
 use params::{SizeStatus, SizeSwitchParams, CLASSES_MAX};
 use plan::ClassPlan;
-use std::ffi::c_void;
 use std::fmt::Display;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,6 +97,18 @@ impl SizedLaunchBuilder {
         self.plan = ClassPlan::Given(n_max.into_iter().collect());
         self
     }
+    /// The exact-grid form: one class, the capacity, whose body must be one kernel launch;
+    /// at each launch the device sets that kernel's grid to ceil(count / `items_per_block`)
+    /// blocks (`gridDim.x`; the launch's `y` and `z` stay), or skips it for a count of 0,
+    /// with no SWITCH node. For a kernel whose block handles `items_per_block` items; a body
+    /// of anything else (a library call, two kernels) is [`Error::BodyRecording`] at build.
+    /// Needs a driver with device-updatable graph nodes (CUDA 12.4; 12.8 as every sized
+    /// launch). A graph it is recorded into cannot be instantiated twice, cloned or updated
+    /// with `cuGraphExecUpdate`, and must be uploaded (`cuGraphUpload`) before its first launch.
+    pub fn exact_grid(mut self, items_per_block: u64) -> Self {
+        self.plan = ClassPlan::ExactGrid { items_per_block };
+        self
+    }
     /// The classes' `n_max` this builder would build, checked: [`Error::BadPointer`] for a null
     /// or misaligned count; [`Error::InvalidConfig`] for a capacity of 0, no class, classes
     /// not ascending, a last class other than the capacity, or more than 32. Needs no GPU.
@@ -133,9 +145,6 @@ impl SizedLaunchBuilder {
         }
         driver::bind(ctx)?;
         crate::engine::checks::check_pointer_of(ctx, "the count", count.ptr())?;
-        let kernel = Module::switch(ctx)
-            .and_then(|m| m.function(c"srb_size_switch"))
-            .map_err(unavailable)?;
         // Entries 0..RING for enqueues, entry RING for recordings into a capture.
         let status = PinnedBuffer::new(ctx, (RING as usize + 1) * size_of::<SizeStatus>(), true)?;
         let mut n_max = [0u64; CLASSES_MAX];
@@ -151,7 +160,6 @@ impl SizedLaunchBuilder {
         // A stream of the library's own, lent to the closure (not cudarc's `new_stream`, which
         // can synchronize the context: `raw::stream`).
         let capture = Stream::new(ctx)?.lend();
-        let k = classes.len() as u32;
         let mut bodies = Vec::with_capacity(classes.len());
         for (i, &n_max) in classes.iter().enumerate() {
             let class = SizeClass {
@@ -162,51 +170,34 @@ impl SizedLaunchBuilder {
             };
             bodies.push(capture_body(&class, &mut record)?);
         }
-        // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
-        // srb_size_switch_params (params, mirrored) then the handle; the bodies are clones of
-        // what the closure captured, whose resources are the caller's to keep alive
-        // (documented on SizedLaunch); `capture` is a stream of the context.
-        let graph = unsafe {
-            SwitchGraph::build(
-                ctx.cu_ctx(),
-                &kernel,
-                SETTER_SHAPE,
-                (&mut params as *mut SizeSwitchParams).cast::<c_void>(),
-                k,
-                k,
-                |i, body| {
-                    add_body(body, &bodies[i]).map_err(|e| Error::BodyRecording {
-                        class: i,
-                        n_max: classes[i],
-                        reason: format!("the driver refused the captured body: {e}"),
-                    })
-                },
+        let items_per_block = match self.plan {
+            ClassPlan::ExactGrid { items_per_block } => Some(items_per_block),
+            _ => None,
+        };
+        // SAFETY: the context is bound; params addresses the status buffer, kept with the
+        // flavor in the Launch; the bodies are kept there too; `capture` is of the context.
+        let flavor = unsafe {
+            Flavor::build(
+                ctx,
+                &classes,
+                items_per_block,
+                &mut params,
+                &bodies,
                 capture.raw(),
-            )
-        }
-        .map_err(unavailable)?;
+            )?
+        };
         capture.synchronize()?;
         Ok(SizedLaunch(Arc::new(Launch {
             ctx: ctx.clone(),
             count,
             classes,
-            kernel,
             bodies,
-            graph,
+            flavor,
             params: Mutex::new(params),
             // From 1: a status entry never written reads seq 0.
             next_seq: AtomicU64::new(1),
             status,
         })))
-    }
-}
-
-/// A driver that refuses the class setter's image or graph makes sized launches unavailable;
-/// a body's error and any other error pass unchanged.
-fn unavailable(e: Error) -> Error {
-    match crate::engine::sized_copy::unavailable(e) {
-        Error::SizedCopyUnavailable { reason } => Error::SizedLaunchUnavailable { reason },
-        e => e,
     }
 }
 
@@ -264,16 +255,6 @@ impl Drop for Capturing {
     }
 }
 
-/// Fills a SWITCH body with a clone of `captured` (nothing for an empty body).
-fn add_body(body: CUgraph, captured: &Option<GraphGuard>) -> Result<()> {
-    match captured {
-        // SAFETY: both live graphs of the bound context; a capture holds no conditional node
-        // the body could not take (the driver refuses what it cannot, with an error).
-        Some(g) => unsafe { switch_graph::add_child(body, g.0) },
-        None => Ok(()),
-    }
-}
-
 /// A GPU step sized by a device-resident count: one body recorded per size class, the body
 /// of the count's class run at each launch, chosen on the device.
 ///
@@ -317,12 +298,11 @@ struct Launch {
     ctx: Arc<CudaContext>,
     count: RawCount,
     classes: Vec<u64>,
-    /// The class setter, for recordings into a capture.
-    kernel: Kernel,
     /// Each class's body as captured (`None`: the closure enqueued nothing); the graphs hold
-    /// clones of them.
+    /// clones of them (the exact-grid form: a node made from its parameters).
     bodies: Vec<Option<GraphGuard>>,
-    graph: SwitchGraph,
+    /// The setter and the graph it launches in: a SWITCH, or the exact grid.
+    flavor: Flavor,
     /// The setter's parameter; locked across each launch, which sets it on the graph.
     params: Mutex<SizeSwitchParams>,
     next_seq: AtomicU64,
@@ -435,10 +415,7 @@ impl Launch {
         // SAFETY: the context is bound; the parameter is srb_size_switch_params and addresses
         // the status buffer, which lives as long as self; the lock keeps other launches off
         // the graph meanwhile.
-        unsafe {
-            this.graph
-                .launch(s, (&mut *p as *mut SizeSwitchParams).cast())?
-        };
+        unsafe { this.flavor.launch(s, &mut p)? };
         // SAFETY: a live stream of the event's context.
         unsafe { event.record(s)? };
         Ok(SizedTicket {
@@ -477,6 +454,15 @@ impl Launch {
     /// An entry the kernel wrote, as an outcome or the error a readback would report.
     fn decode(&self, e: SizeStatus, slot: u64, seq: u64) -> Result<LaunchOutcome> {
         let raw = e.raw;
+        if self.flavor.sets_grids() && e.reserved != 0 {
+            // srb_size_grid's device update was refused: the body ran with an older grid.
+            return Err(Error::SizedLaunchUnavailable {
+                reason: format!(
+                    "the device refused to set the body's grid (CUDA error {})",
+                    e.reserved
+                ),
+            });
+        }
         if e.status & abi::SRB_STATUS_BAD_COUNT_KIND != 0 {
             return Err(Error::UnknownCountKind { kind: raw as u32 });
         }
@@ -519,21 +505,12 @@ impl Launch {
         let mut p = *held;
         p.status_ptr = self.entry_device(RING);
         p.seq = u64::MAX;
-        let k = self.classes.len() as u32;
         // SAFETY: the context is bound; a capturing stream of it per the contract; the
         // parameter as in build, addressing the recordings' entry of the status buffer; the
-        // bodies are clones of the captured ones.
+        // bodies are the captured ones, kept in self.
         unsafe {
-            switch_graph::capture_switch(
-                self.ctx.cu_ctx(),
-                stream,
-                &self.kernel,
-                SETTER_SHAPE,
-                (&mut p as *mut SizeSwitchParams).cast::<c_void>(),
-                k,
-                k,
-                |i, body| add_body(body, &self.bodies[i]),
-            )
+            self.flavor
+                .record(self.ctx.cu_ctx(), stream, &mut p, &self.bodies)
         }
     }
 }

@@ -3,12 +3,17 @@ use super::params::CLASSES_MAX;
 use crate::error::{Error, Result};
 
 /// How the classes are chosen: a geometric ladder from `smallest` by `growth` up to the
-/// capacity, or bounds given one by one.
+/// capacity, bounds given one by one, or one class (the capacity) whose one kernel gets a grid
+/// of ceil(count / `items_per_block`) blocks on the device (the exact-grid form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ClassPlan {
     Ladder { smallest: u64, growth: u64 },
     Given(Vec<u64>),
+    ExactGrid { items_per_block: u64 },
 }
+
+/// The largest grid the exact-grid form sets (`gridDim.x`'s limit).
+pub(crate) const MAX_GRID_X: u64 = (1 << 31) - 1;
 
 impl Default for ClassPlan {
     /// Classes 1024, 4096, 16384, ... up to the capacity: a body is sized for at most 4x the
@@ -46,6 +51,21 @@ pub(crate) fn bounds(plan: &ClassPlan, capacity: u64) -> Result<Vec<u64>> {
                 v.push(next.min(capacity));
             }
             v
+        }
+        ClassPlan::ExactGrid { items_per_block } => {
+            if *items_per_block == 0 {
+                return Err(Error::config(
+                    "the exact-grid form needs at least 1 item per block",
+                ));
+            }
+            let blocks = capacity.div_ceil(*items_per_block);
+            if blocks > MAX_GRID_X {
+                return Err(Error::config(format!(
+                    "a capacity of {capacity} at {items_per_block} items per block needs \
+                     {blocks} blocks, past gridDim.x's limit of {MAX_GRID_X}"
+                )));
+            }
+            vec![capacity]
         }
         ClassPlan::Given(v) => {
             if v.is_empty() {
@@ -136,5 +156,20 @@ mod tests {
             bounds(&ClassPlan::Given(vec![3, 10]), 10).unwrap(),
             vec![3, 10]
         );
+    }
+
+    #[test]
+    fn the_exact_grid_form_is_one_class_whose_grid_fits() {
+        let grid = |items_per_block| ClassPlan::ExactGrid { items_per_block };
+        assert_eq!(bounds(&grid(256), 1 << 22).unwrap(), vec![1 << 22]);
+        assert_eq!(bounds(&grid(1), MAX_GRID_X).unwrap(), vec![MAX_GRID_X]);
+        let refused = |plan, capacity| match bounds(&plan, capacity) {
+            Err(Error::InvalidConfig { reason }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(grid(0), 10).contains("at least 1 item per block"));
+        assert!(refused(grid(1), MAX_GRID_X + 1).contains("past gridDim.x's limit"));
+        assert!(refused(grid(256), u64::MAX).contains("past gridDim.x's limit"));
+        assert!(refused(grid(256), 0).contains("capacity of at least 1"));
     }
 }

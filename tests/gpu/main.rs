@@ -21,6 +21,7 @@ mod kernel_image;
 mod pack;
 mod reliability;
 mod seed;
+mod sized_grid;
 mod sized_launch;
 mod staged_switch;
 
@@ -36,6 +37,7 @@ const SUBJECTS: &[&[Test]] = &[
     buckets::TESTS,
     staged_switch::TESTS,
     sized_launch::TESTS,
+    sized_grid::TESTS,
     auto::TESTS,
     interop::TESTS,
     embedding::TESTS,

@@ -31,25 +31,26 @@ pub const TESTS: &[Test] = test_support::tests![
     a_stream_kept_past_the_build_stays_usable.exclusive(),
 ];
 
-fn ctx() -> Arc<CudaContext> {
+pub(crate) fn ctx() -> Arc<CudaContext> {
     static CONTEXT: SubjectContext = SubjectContext::new();
     CONTEXT.get()
 }
 
 const THREADS: u32 = 256;
-const SENTINEL: u64 = 0xDEAD_BEEF;
+pub(crate) const SENTINEL: u64 = 0xDEAD_BEEF;
 
-/// The device side of one test: the count, the body's output and its meta words.
-struct Bench {
-    stream: Arc<CudaStream>,
+/// The device side of one test: the count, the body's output and its meta words (also the
+/// exact-grid form's tests', `sized_grid.rs`).
+pub(crate) struct Bench {
+    pub(crate) stream: Arc<CudaStream>,
     count: CudaSlice<i32>,
-    out: CudaSlice<u64>,
-    meta: CudaSlice<u64>,
+    pub(crate) out: CudaSlice<u64>,
+    pub(crate) meta: CudaSlice<u64>,
     body: Kernel,
 }
 
 impl Bench {
-    fn new(capacity: usize) -> Result<Self> {
+    pub(crate) fn new(capacity: usize) -> Result<Self> {
         let ctx = ctx();
         let stream = ctx.new_stream()?;
         Ok(Bench {
@@ -60,14 +61,14 @@ impl Bench {
             stream,
         })
     }
-    fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+    pub(crate) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         s.device_ptr(&self.stream).0
     }
-    fn raw_count(&self) -> RawCount {
+    pub(crate) fn raw_count(&self) -> RawCount {
         RawCount::i32(self.ptr(&self.count))
     }
     /// A sized launch over `classes` whose bodies launch srb_test_sized_body with n_max threads.
-    fn build(&self, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
+    pub(crate) fn build(&self, classes: &[u64]) -> sized_readback::Result<SizedLaunch> {
         self.build_counted(self.raw_count(), classes)
     }
     /// As `build`, sized by `raw` (the body reads its first 4 bytes as an i32: the counts
@@ -89,7 +90,7 @@ impl Bench {
         Ok(launch)
     }
     /// Records `class`'s body: srb_test_sized_body with n_max threads, counted by `raw`.
-    fn record(
+    pub(crate) fn record(
         &self,
         class: &sized_readback::SizeClass<'_>,
         raw: RawCount,
@@ -109,11 +110,11 @@ impl Bench {
             )
         }
     }
-    fn set_count(&mut self, n: i32) -> Result<()> {
+    pub(crate) fn set_count(&mut self, n: i32) -> Result<()> {
         self.stream.memcpy_htod(&[n], &mut self.count)?;
         Ok(())
     }
-    fn reset_outputs(&mut self, capacity: usize) -> Result<()> {
+    pub(crate) fn reset_outputs(&mut self, capacity: usize) -> Result<()> {
         self.stream
             .memcpy_htod(&vec![SENTINEL; capacity + 64], &mut self.out)?;
         self.stream.memset_zeros(&mut self.meta)?;
@@ -155,7 +156,7 @@ fn class_of(classes: &[u64], n: u64) -> usize {
 
 /// Skips (by passing with nothing to check) where the driver has no conditionals, after
 /// checking that building says so.
-fn unavailable_here(b: &Bench) -> Result<bool> {
+pub(crate) fn unavailable_here(b: &Bench) -> Result<bool> {
     if driver_has_conditionals() {
         return Ok(false);
     }
