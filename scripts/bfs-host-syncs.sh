@@ -4,8 +4,9 @@
 #
 # On the GPU host, from the project root, after cargo xtask stage:
 #   OUT=dir bash scripts/bfs-host-syncs.sh [SCALE] [REPEATS]
-# Runs .gpu/bin/example-bfs --only WAY for over, over-graph, sync, sized and sized-graph with
-# scripts/sync_count_inject.c injected into the driver (CUDA_INJECTION64_PATH; CUPTI's
+# Runs .gpu/bin/example-bfs --only WAY for over, over-graph, sync, sized, sized-graph, sized-grid
+# and sized-grid-graph with scripts/sync_count_inject.c injected into the driver
+# (CUDA_INJECTION64_PATH; CUPTI's
 # driver-API callbacks), which counts the calls that block the host on the device (stream,
 # event and context synchronize, synchronous copies, implicitly synchronizing allocations, the
 # queries a polling wait would make, copies to the host and host callbacks). Every run makes
@@ -30,7 +31,7 @@ mkdir -p "$out"
 cupti_inject_lib scripts/sync_count_inject.c libsynccount.so "$out" || exit 2
 lib="$CUPTI_LIB"; libdir="$CUPTI_LIBDIR"
 echo "bfs-host-syncs: injecting $lib (CUPTI from $libdir)"
-for way in over over-graph sync sized sized-graph; do
+for way in over over-graph sync sized sized-graph sized-grid sized-grid-graph; do
   CUDA_INJECTION64_PATH="$lib" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     SRB_SYNC_COUNT_OUT="$out/bfs-$way-calls.json" \
     .gpu/bin/example-bfs --scale "$scale" --repeats "$repeats" --only "$way" > "$out/bfs-$way.log" 2>&1 \
@@ -48,7 +49,7 @@ def counts(way):
 log = open(f"{out}/bfs-sync.log").read()
 levels = int(re.search(r"(\d+) levels", log).group(1))
 runs = repeats + 2
-ways = {w: counts(w) for w in ["over", "over-graph", "sync", "sized", "sized-graph"]}
+ways = {w: counts(w) for w in ["over", "over-graph", "sync", "sized", "sized-graph", "sized-grid", "sized-grid-graph"]}
 # A graph way against the over-launch recorded the same way: both capture one graph, launch it
 # per run and destroy it once (the destroy waits for its stream: one call per process, outside
 # the level loop).
@@ -72,6 +73,7 @@ record = {
     "note": f"example-bfs --scale {scale} --repeats {repeats} --only WAY with scripts/sync_count_inject.c in the driver (CUDA_INJECTION64_PATH, CUPTI driver-API callbacks); {runs} BFS runs of {levels} levels per way; calls counted: stream/event/context synchronize, synchronous copies, implicitly synchronizing allocations, stream and event queries, copies to the host, host callbacks; per level: for each call the magnitude of the way's count less the over-launch's recorded the same way (over for the stream ways, over-graph for the graph ways; each launches only, in its loop), summed, over runs x levels. A host spinning on mapped memory makes no driver call; the sized ways' loops call no wait.",
     "calls": ways, "levels": levels, "runs": runs,
     "targets": [target("sized", 0.0), target("sized-graph", 0.0),
+                target("sized-grid", 0.0), target("sized-grid-graph", 0.0),
                 {"name": "host synchronizing calls per BFS level, sync (the control: the method sees its copy and synchronize per level)",
                  "measured": per_level["sync"], "limit": 1.0, "comparison": ">=",
                  "holds": per_level["sync"] >= 1.0, "why": None}],

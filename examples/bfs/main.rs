@@ -7,7 +7,7 @@
 //! The graph: R-MAT with Graph500's parameters (a = 0.57, b = 0.19, c = 0.19, d = 0.05, edge
 //! factor 16, vertex ids scrambled), 2^scale vertices, undirected, as CSR, generated on the
 //! host from a fixed seed (splitmix64; the edges in 64 chunks of their own seeds, made in
-//! parallel). Three ways per level, each in a loop that never reads the host in between:
+//! parallel). The ways per level, each in a loop that never reads the host in between:
 //!
 //! - `sync`: E copied to pinned memory, the stream synchronized, ceil(E / 2048) blocks;
 //! - `over`: every level, the grid that covers every edge of the graph (the top class's, 16,384
@@ -15,8 +15,11 @@
 //! - `sized`: two `SizedLaunch`es (one per frontier buffer) over 7 classes of E (8192 x 4^c
 //!   edges; the last class every edge, its grid 16384 blocks, several passes): the device
 //!   picks each level's grid; each level enqueued from the host;
-//! - `over-graph` and `sized-graph`: the same two, every level recorded once into one CUDA
-//!   graph (`SizedLaunch::record` for the sized one), the whole BFS one graph launch.
+//! - `sized-grid`: two `SizedLaunch`es in the exact-grid form (`exact_grid(2048)`): no
+//!   classes; the device sets each level's expand to ceil(E / 2048) blocks, as `sync` launches;
+//! - `over-graph`, `sized-graph` and `sized-grid-graph`: the same three, every level recorded
+//!   once into one CUDA graph (`SizedLaunch::record` for the sized ones), the whole BFS one
+//!   graph launch.
 //!
 //! `over` and `sized` take the number of levels from the host BFS (no read in the loop); a
 //! BFS that does not know its depth would put the level in a WHILE node. Per level: the time
@@ -54,7 +57,8 @@ struct Args {
     /// Where to write the JSON record.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
-    /// Run only this way (sync, over, sized, over-graph, sized-graph).
+    /// Run only this way (sync, over, sized, sized-grid, over-graph, sized-graph,
+    /// sized-grid-graph).
     #[arg(long)]
     only: Option<String>,
     /// How a level is timed: `stamps`, the device clock read by each level's prepare kernel
@@ -174,11 +178,33 @@ fn main() -> Result<()> {
         })
         .collect::<sized_readback::Result<_>>()?;
     let sized_build_us = t1.elapsed().as_secs_f64() * 1e6;
+    // The exact-grid expands: recorded with the over-launch's grid, which the device replaces
+    // by ceil(E / TILE) blocks at each launch.
+    let t1 = Instant::now();
+    let grid: Vec<SizedLaunch> = (0..2)
+        .map(|p| {
+            SizedLaunch::builder(RawCount::u32(gpu.count(p)), m.max(1))
+                .exact_grid(TILE)
+                .build(&ctx, |c| {
+                    let g = m.div_ceil(TILE).clamp(1, MAX_GRID);
+                    gpu.launch_expand(c.stream().cu_stream(), p as i32, g)
+                })
+        })
+        .collect::<sized_readback::Result<_>>()?;
+    let grid_build_us = t1.elapsed().as_secs_f64() * 1e6;
 
     // The over-launch's grid: the top class's (every edge, in grid-stride tiles), so that it
     // pays for the same blocks as the sized way at its largest, not one block per tile.
     let over_grid = m.div_ceil(TILE).min(MAX_GRID);
-    let all_ways = ["sync", "over", "sized", "over-graph", "sized-graph"];
+    let all_ways = [
+        "sync",
+        "over",
+        "sized",
+        "sized-grid",
+        "over-graph",
+        "sized-graph",
+        "sized-grid-graph",
+    ];
     let ways: Vec<&str> = all_ways
         .iter()
         .copied()
@@ -215,6 +241,13 @@ fn main() -> Result<()> {
                 // BFS buffers their bodies use outlive the graph (dropped after `replays`).
                 let r =
                     unsafe { capture_levels(&gpu, levels, node_marks, |p| sized[p].record(s))? };
+                Some((r, marks))
+            }
+            "sized-grid-graph" => {
+                let s = gpu.stream.cu_stream();
+                // SAFETY: as for sized-graph; CapturedGraph uploads the graph after
+                // instantiating it, as its device-updatable nodes need.
+                let r = unsafe { capture_levels(&gpu, levels, node_marks, |p| grid[p].record(s))? };
                 Some((r, marks))
             }
             _ => None,
@@ -262,6 +295,7 @@ fn main() -> Result<()> {
                             "over" => {
                                 gpu.launch_expand(gpu.stream.cu_stream(), p as i32, over_grid)?
                             }
+                            "sized-grid" => drop(grid[p].enqueue(&gpu.stream)?),
                             _ => drop(sized[p].enqueue(&gpu.stream)?),
                         }
                         p = 1 - p;
@@ -344,14 +378,29 @@ fn main() -> Result<()> {
     // Why a ratio misses, where it does: the step costs measured by the probes
     // (results/2026-12-04/probe-sized-step-hops-1e59097).
     const SWITCH_COST: &str = "the SWITCH's device-side launch of its body costs about 7 us a step on driver 580 (probe-sized-step-hops-1e59097), and the setter about 1 more";
+    // The exact-grid form has no SWITCH: its step is a grid setter node and the device-side
+    // update of the expand's grid (scripts/probes/sized_grid_probe.cu measures both).
+    const GRID_COST: &str = "the exact-grid form's step is its grid setter's kernel node and the device-side update of the expand's grid";
     let why_sync = |way: &str| {
         let what = match way {
-            "sized" => "each level enqueued from the host is its own graph launch (setter + SWITCH), whose device-side start costs more than the round trip it replaces",
+            "sized" | "sized-grid" => "each level enqueued from the host is its own graph launch, whose device-side start costs more than the round trip it replaces",
             _ => "the sized step's own cost is most of the host round trip it removes",
         };
-        format!("{what}; {SWITCH_COST}")
+        let cost = if way.starts_with("sized-grid") {
+            GRID_COST
+        } else {
+            SWITCH_COST
+        };
+        format!("{what}; {cost}")
     };
-    let why_over = format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {SWITCH_COST}");
+    let why_over = |way: &str| {
+        let cost = if way.starts_with("sized-grid") {
+            GRID_COST
+        } else {
+            SWITCH_COST
+        };
+        format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {cost}")
+    };
     let mut targets = vec![Target::new(
         "vertices at a level other than the host BFS's, over every run of every way",
         wrong as f64,
@@ -359,7 +408,7 @@ fn main() -> Result<()> {
         "<=",
         Some("a vertex's level differs from the host BFS's".into()),
     )];
-    for sized_way in ["sized", "sized-graph"] {
+    for sized_way in ["sized", "sized-graph", "sized-grid", "sized-grid-graph"] {
         let Some(sz) = at_median(sized_way) else {
             continue;
         };
@@ -380,7 +429,7 @@ fn main() -> Result<()> {
                 sz / over,
                 1.0,
                 "<=",
-                Some(why_over.clone()),
+                Some(why_over(sized_way)),
             ));
         }
     }
@@ -418,7 +467,7 @@ fn main() -> Result<()> {
             format!("the time between consecutive level starts read from the device clock (%globaltimer, step {clock_step_ns} ns) by each level's prepare kernel, which every way runs, so timing adds no work; a last prepare after the last level stamps the end")
         };
         let note = format!(
-            "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: the grid covering every edge, the top class's ({over_grid} blocks of grid-stride tiles); sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; over-graph and sized-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level {how}, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run."
+            "R-MAT scale {scale} (Graph500 parameters, edge factor 16, seed 0x5eed, 64 generator chunks), {m} directed edges, root {root}, frontier per level {frontier:?}, median frontier at level {median_level}; the expand sized per level by the device count of the previous frontier's edges (sync: count to the host and exact grid; over: the grid covering every edge, the top class's ({over_grid} blocks of grid-stride tiles); sized: the library's SizedLaunch over classes {classes:?}, two of them built in {sized_build_us:.0} us, enqueued per level; sized-grid: SizedLaunch's exact-grid form, ceil(E / {TILE}) blocks set on the device, two built in {grid_build_us:.0} us, enqueued per level; over-graph, sized-graph and sized-grid-graph: the same, every level recorded once into one CUDA graph, one launch per BFS); per level {how}, p50 over {repeats} BFS runs after 2 warm-ups; every vertex's level checked against a host BFS in every run."
         );
         record::write(&p, &command, &note, &rows, &targets)?;
     }
