@@ -206,6 +206,7 @@ module sized_readback
   public :: srb_fetch_spill, srb_spill_data, srb_spill_bucket_data, srb_release, srb_capacity
   public :: srb_last_error, srb_live_allocations
   public :: srb_sized_launch_create, srb_sized_launch_enqueue, srb_sized_launch_wait
+  public :: srb_sized_launch_create_exact_grid
   public :: srb_sized_launch_recorded, srb_sized_launch_classes, srb_sized_launch_destroy
 
   ! ---- Fortran helpers -----------------------------------------------------------------------
@@ -509,6 +510,26 @@ module sized_readback
       type(c_ptr), intent(out) :: out
       integer(c_int32_t) :: code
     end function srb_sized_launch_create
+
+    !> Sized launch, exact-grid form: one class, `capacity`, whose body `body` (as above, called
+    !> once) must be one kernel launch; at each launch the device sets that kernel's grid to
+    !> ceil(count / items_per_block) blocks, or skips it for 0 or past the capacity. A graph it
+    !> is recorded into must be uploaded before its first launch. Needs a CUDA 12.8 driver. The
+    !> handle in `out`, used as srb_sized_launch_create's.
+    function srb_sized_launch_create_exact_grid(device, count, count_kind, capacity, &
+        items_per_block, body, user, out) result(code) &
+        bind(c, name="srb_sized_launch_create_exact_grid")
+      import :: c_ptr, c_funptr, c_int32_t, c_int64_t, srb_devptr
+      integer(c_int32_t), value :: device
+      integer(srb_devptr), value :: count
+      integer(c_int32_t), value :: count_kind
+      integer(c_int64_t), value :: capacity
+      integer(c_int64_t), value :: items_per_block
+      type(c_funptr), value :: body
+      type(c_ptr), value :: user
+      type(c_ptr), intent(out) :: out
+      integer(c_int32_t) :: code
+    end function srb_sized_launch_create_exact_grid
 
     !> Launches the sized launch on `stream` after its work: the device picks the count's class
     !> and runs its body. The launch's number in `seq_out` (0 when `stream` is capturing: the

@@ -562,6 +562,35 @@ int32_t srb_sized_launch_create(int32_t device,
                                 void *user,
                                 struct srb_sized_launch **out);
 
+// Creates a sized launch in its exact-grid form in the primary context of device `device`:
+// the count as for `srb_sized_launch_create`; one class, `capacity`, whose body `body` records
+// once and must be exactly one kernel launch; at each launch the device sets that kernel's
+// grid to ceil(count / `items_per_block`) blocks (`gridDim.x`), or skips it for a count of 0
+// or past the capacity, with no SWITCH node. A graph it is recorded into cannot be
+// instantiated twice, cloned or updated with `cuGraphExecUpdate`, and must be uploaded
+// (`cuGraphUpload`) before its first launch. Needs a CUDA 12.8 driver. On success stores the
+// handle in `*out`; it is used, waited and destroyed as `srb_sized_launch_create`'s.
+//
+// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `out` or `body`, an unknown count
+// kind or a negative device; `SRB_ERR_INVALID_CONFIG` for a capacity or `items_per_block` of
+// 0, or a capacity whose grid passes 2^31 - 1 blocks; `SRB_ERR_BAD_POINTER` for a null or
+// misaligned count; `SRB_ERR_BODY_RECORDING` when the callback returns non-zero, its work
+// cannot be captured, or it is other than one kernel launch; `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE`
+// on a driver without device-updatable graph nodes or older than CUDA 12.8;
+// `SRB_ERR_DRIVER_NOT_FOUND`, `SRB_ERR_NO_DEVICE`, `SRB_ERR_CUDA`.
+//
+// # Safety
+// `out` is writable; `body` may be called with `user` during this call only; what the body
+// reads and writes stays valid while the sized launch is launched.
+int32_t srb_sized_launch_create_exact_grid(int32_t device,
+                                           srb_devptr count,
+                                           uint32_t count_kind,
+                                           uint64_t capacity,
+                                           uint64_t items_per_block,
+                                           srb_sized_body body,
+                                           void *user,
+                                           struct srb_sized_launch **out);
+
 // Launches it on `stream` after the work already there (the count's producer): the device
 // picks the count's class and runs its body. Stores the launch's number in `*seq_out` (may be
 // null) for `srb_sized_launch_wait`. On a capturing stream the sized launch is recorded into

@@ -70,8 +70,8 @@ pub use last_error::srb_last_error;
 pub use release::srb_release;
 pub use sized_launch::{
     srb_sized_body, srb_sized_launch, srb_sized_launch_classes, srb_sized_launch_create,
-    srb_sized_launch_destroy, srb_sized_launch_enqueue, srb_sized_launch_recorded,
-    srb_sized_launch_wait,
+    srb_sized_launch_create_exact_grid, srb_sized_launch_destroy, srb_sized_launch_enqueue,
+    srb_sized_launch_recorded, srb_sized_launch_wait,
 };
 pub use spill::{srb_fetch_spill, srb_spill_bucket_data, srb_spill_data};
 pub use types::*;

@@ -5,7 +5,7 @@ use crate::args::{stream_of, timeout};
 use crate::boundary::{guard, invalid, Failure};
 use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
 use crate::types::{parse_count_kind, srb_devptr, CUstream_st};
-use srb::{LaunchOutcome, RawCount, SizedLaunch, SizedTicket};
+use srb::{LaunchOutcome, RawCount, SizeClass, SizedLaunch, SizedTicket};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -108,23 +108,8 @@ pub unsafe extern "C" fn srb_sized_launch_create(
         // The classes before the device: a bad one is the same error with or without a GPU.
         builder.plan()?;
         let ctx = srb::device::open(ordinal)?;
-        let launch = builder.build(&ctx, |class| {
-            // SAFETY: the caller's callback with its own user pointer, during this call.
-            let rc = unsafe {
-                body(
-                    user,
-                    class.stream().cu_stream().cast(),
-                    class.index() as u32,
-                    class.n_max(),
-                    class.count().ptr(),
-                )
-            };
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(format!("the body callback returned {rc}"))
-            }
-        })?;
+        // SAFETY: per the contract.
+        let launch = builder.build(&ctx, unsafe { record_with(body, user) })?;
         let h = srb_sized_launch {
             launch,
             tickets: Mutex::default(),
@@ -133,6 +118,92 @@ pub unsafe extern "C" fn srb_sized_launch_create(
         unsafe { *out = Box::into_raw(Box::new(h)) };
         Ok(SRB_OK)
     })
+}
+
+/// Creates a sized launch in its exact-grid form in the primary context of device `device`:
+/// the count as for `srb_sized_launch_create`; one class, `capacity`, whose body `body` records
+/// once and must be exactly one kernel launch; at each launch the device sets that kernel's
+/// grid to ceil(count / `items_per_block`) blocks (`gridDim.x`), or skips it for a count of 0
+/// or past the capacity, with no SWITCH node. A graph it is recorded into cannot be
+/// instantiated twice, cloned or updated with `cuGraphExecUpdate`, and must be uploaded
+/// (`cuGraphUpload`) before its first launch. Needs a CUDA 12.8 driver. On success stores the
+/// handle in `*out`; it is used, waited and destroyed as `srb_sized_launch_create`'s.
+///
+/// Returns `SRB_OK`; `SRB_ERR_INVALID_ARGUMENT` for a null `out` or `body`, an unknown count
+/// kind or a negative device; `SRB_ERR_INVALID_CONFIG` for a capacity or `items_per_block` of
+/// 0, or a capacity whose grid passes 2^31 - 1 blocks; `SRB_ERR_BAD_POINTER` for a null or
+/// misaligned count; `SRB_ERR_BODY_RECORDING` when the callback returns non-zero, its work
+/// cannot be captured, or it is other than one kernel launch; `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE`
+/// on a driver without device-updatable graph nodes or older than CUDA 12.8;
+/// `SRB_ERR_DRIVER_NOT_FOUND`, `SRB_ERR_NO_DEVICE`, `SRB_ERR_CUDA`.
+///
+/// # Safety
+/// `out` is writable; `body` may be called with `user` during this call only; what the body
+/// reads and writes stays valid while the sized launch is launched.
+#[no_mangle]
+pub unsafe extern "C" fn srb_sized_launch_create_exact_grid(
+    device: i32,
+    count: srb_devptr,
+    count_kind: u32,
+    capacity: u64,
+    items_per_block: u64,
+    body: srb_sized_body,
+    user: *mut c_void,
+    out: *mut *mut srb_sized_launch,
+) -> i32 {
+    guard(|| {
+        if out.is_null() {
+            return Err(invalid("srb_sized_launch_create_exact_grid: out is null"));
+        }
+        let Some(body) = body else {
+            return Err(invalid("srb_sized_launch_create_exact_grid: body is null"));
+        };
+        let ordinal =
+            usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
+        let kind = parse_count_kind(count_kind)?;
+        let builder =
+            SizedLaunch::builder(RawCount::new(count, kind), capacity).exact_grid(items_per_block);
+        // The plan before the device: a bad one is the same error with or without a GPU.
+        builder.plan()?;
+        let ctx = srb::device::open(ordinal)?;
+        // SAFETY: per the contract.
+        let launch = builder.build(&ctx, unsafe { record_with(body, user) })?;
+        let h = srb_sized_launch {
+            launch,
+            tickets: Mutex::default(),
+        };
+        // SAFETY: per the contract.
+        unsafe { *out = Box::into_raw(Box::new(h)) };
+        Ok(SRB_OK)
+    })
+}
+
+/// The build's closure over the caller's body callback: a non-zero return is the class's
+/// recording error.
+///
+/// # Safety
+/// `body` may be called with `user` while the closure lives (the create call).
+unsafe fn record_with(
+    body: unsafe extern "C" fn(*mut c_void, *mut CUstream_st, u32, u64, srb_devptr) -> i32,
+    user: *mut c_void,
+) -> impl FnMut(&SizeClass<'_>) -> Result<(), String> {
+    move |class| {
+        // SAFETY: the caller's callback with its own user pointer, during the create call.
+        let rc = unsafe {
+            body(
+                user,
+                class.stream().cu_stream().cast(),
+                class.index() as u32,
+                class.n_max(),
+                class.count().ptr(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("the body callback returned {rc}"))
+        }
+    }
 }
 
 /// Launches it on `stream` after the work already there (the count's producer): the device

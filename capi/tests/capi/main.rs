@@ -17,6 +17,7 @@ mod fault;
 mod graph_mode;
 mod host_mode;
 mod seed;
+mod sized_grid;
 mod sized_launch;
 
 use append::capi_append;
@@ -25,12 +26,14 @@ use fault::{capi_fault_wait, capi_wait_after_a_fault};
 use graph_mode::{capi_graph_concurrent_consumers, capi_graph_mode};
 use host_mode::capi_host_mode;
 use seed::seed_capi_expected_output;
+use sized_grid::{capi_sized_grid, capi_sized_grid_arguments};
 use sized_launch::{capi_sized_launch, capi_sized_launch_arguments};
 
 /// The GPU tests run alone, one at a time: graph capture, and waits they time.
 const TESTS: &[Test] = test_support::tests![
     capi_argument_errors.cpu(),
     capi_sized_launch_arguments.cpu(),
+    capi_sized_grid_arguments.cpu(),
     seed_capi_expected_output.cpu(),
     capi_host_mode.exclusive(),
     capi_append.exclusive(),
@@ -38,6 +41,7 @@ const TESTS: &[Test] = test_support::tests![
     capi_graph_concurrent_consumers.exclusive(),
     capi_wait_after_a_fault.exclusive(),
     capi_sized_launch.exclusive(),
+    capi_sized_grid.exclusive(),
 ];
 
 /// The C API tests' context of device 0 (see `test_support::device`).

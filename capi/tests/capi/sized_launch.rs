@@ -6,16 +6,17 @@ use anyhow::{ensure, Result};
 use sized_readback_capi as capi;
 use std::ffi::c_void;
 
-/// What the body callback needs: the test kernel and the output buffers' addresses.
-struct Body {
-    kernel: srb::testing::Kernel,
-    out: u64,
-    meta: u64,
-    calls: u32,
+/// What the body callback needs: the test kernel and the output buffers' addresses (also the
+/// exact-grid form's test, `sized_grid.rs`).
+pub(crate) struct Body {
+    pub(crate) kernel: srb::testing::Kernel,
+    pub(crate) out: u64,
+    pub(crate) meta: u64,
+    pub(crate) calls: u32,
 }
 
 /// The body callback: srb_test_sized_body with a grid of n_max threads (256 per block).
-unsafe extern "C" fn record_body(
+pub(crate) unsafe extern "C" fn record_body(
     user: *mut c_void,
     stream: *mut capi::CUstream_st,
     class_index: u32,
