@@ -403,7 +403,9 @@ class SizedLaunch:
     call of that size). ``enqueue()`` then runs the body of the count's class, chosen on the
     device. Needs a CUDA 12.8 driver (``SizedLaunchUnavailableError`` otherwise); a body that
     raises, or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
-    Keep the arrays the bodies read and write alive while the sized launch is launched, and
+    ``items_per_block=k`` (no ``classes``) builds the exact-grid form: one class, the capacity,
+    whose body must be one kernel launch; the device sets its grid to ceil(count / k) blocks
+    at each launch, or skips it for 0, with no SWITCH node. Keep the arrays the bodies read and write alive while the sized launch is launched, and
     write each step's count into the same array (``torch.sum(..., out=n)``, ``n.copy_(...)``):
     the sized launch reads the address it was built with. Building it, and freeing it (which
     synchronizes the context), must not overlap another thread's stream capture: the driver
@@ -425,6 +427,7 @@ class SizedLaunch:
         body: Callable[[SizeClass], Any],
         *,
         classes: Optional[Sequence[int]] = None,
+        items_per_block: Optional[int] = None,
         device: int = 0,
     ) -> None: ...
     @property

@@ -56,6 +56,25 @@ pub(crate) fn check_classes(classes: &[IntSetting]) -> PyResult<Vec<u64>> {
         .collect()
 }
 
+/// A sized launch's exact-grid form from Python: items per block, at least 1, and no classes
+/// beside it (the form has one class, the capacity).
+pub(crate) fn check_items_per_block(
+    items_per_block: Option<i64>,
+    classes_given: bool,
+) -> PyResult<Option<u64>> {
+    match items_per_block {
+        None => Ok(None),
+        Some(_) if classes_given => Err(config_error(
+            "items_per_block (the exact-grid form) has one class, the capacity: give no classes"
+                .to_string(),
+        )),
+        Some(n) if n < 1 => Err(config_error(format!(
+            "items_per_block must be at least 1, not {n}"
+        ))),
+        Some(n) => Ok(Some(n as u64)),
+    }
+}
+
 /// The staged transport's copy from its Python name: `"auto"`, `"whole"` or `"sized"`.
 pub(crate) fn check_staged_copy(copy: &str) -> PyResult<StagedCopy> {
     match copy {

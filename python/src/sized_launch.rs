@@ -7,7 +7,9 @@ use crate::driver::{bind, CtxGuard};
 use crate::errors::{to_py, IntoPy};
 use crate::inputs::count_kind;
 use crate::keep::Keep;
-use crate::settings::{check_capacity, check_classes, check_device, IntSetting};
+use crate::settings::{
+    check_capacity, check_classes, check_device, check_items_per_block, IntSetting,
+};
 use crate::stream::resolve;
 use crate::wait_clock::WaitClock;
 use pyo3::prelude::*;
@@ -84,6 +86,11 @@ fn outcome(o: srb::LaunchOutcome) -> LaunchOutcome {
 /// Needs a CUDA 12.8 driver (``SizedLaunchUnavailableError`` otherwise); a body that raises,
 /// or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
 ///
+/// ``items_per_block=k`` (no ``classes``) builds the exact-grid form: one class, the capacity,
+/// whose body must be one kernel launch; the device sets its grid to ceil(count / k) blocks at
+/// each launch, or skips it for 0, with no SWITCH node (``BodyRecordingError`` for a body of
+/// anything else).
+///
 /// Keep the arrays the bodies read and write alive as long as the sized launch is launched.
 #[pyclass(module = "sized_readback", frozen)]
 pub(crate) struct SizedLaunch {
@@ -102,8 +109,8 @@ pub(crate) struct SizedLaunch {
 impl SizedLaunch {
     #[new]
     #[pyo3(
-        signature = (count, capacity, body, *, classes=None, device=IntSetting(0)),
-        text_signature = "(count, capacity, body, *, classes=None, device=0)"
+        signature = (count, capacity, body, *, classes=None, items_per_block=None, device=IntSetting(0)),
+        text_signature = "(count, capacity, body, *, classes=None, items_per_block=None, device=0)"
     )]
     fn new(
         py: Python<'_>,
@@ -111,9 +118,11 @@ impl SizedLaunch {
         capacity: IntSetting,
         body: &Bound<'_, PyAny>,
         classes: Option<Vec<IntSetting>>,
+        items_per_block: Option<IntSetting>,
         device: IntSetting,
     ) -> PyResult<Self> {
         let capacity = check_capacity(capacity.0)? as u64;
+        let per_block = check_items_per_block(items_per_block.map(|n| n.0), classes.is_some())?;
         let classes = classes.as_deref().map(check_classes).transpose()?;
         let device = check_device(device.0)?;
         if !body.is_callable() {
@@ -129,6 +138,9 @@ impl SizedLaunch {
         let mut builder = srb::SizedLaunch::builder(raw, capacity);
         if let Some(c) = classes {
             builder = builder.classes(c);
+        }
+        if let Some(n) = per_block {
+            builder = builder.exact_grid(n);
         }
         builder.plan().py_err(py)?;
         srb::device::count().py_err(py)?;

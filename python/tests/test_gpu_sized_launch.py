@@ -1,7 +1,8 @@
 """SizedLaunch from Python: a CuPy RawKernel body per size class, each launch running the body
 of the count's class (its grid, its n_max) with the true count bounding the work; counts past
 the capacity and negative ones run nothing; a loop with no host synchronization; a body that
-raises is a BodyRecordingError with the exception as its cause."""
+raises is a BodyRecordingError with the exception as its cause; the exact-grid form
+(items_per_block) runs its one kernel with the count's grid."""
 
 import gc
 import threading
@@ -124,6 +125,44 @@ def test_a_body_that_raises_is_a_body_recording_error():
     assert e.value.index == 1 and e.value.n_max == 64
     assert isinstance(e.value.__cause__, RuntimeError)
     assert "no workspace" in str(e.value)
+
+
+def test_the_exact_grid_form_sets_the_counts_grid():
+    """items_per_block: one body kernel, recorded for the capacity, run with ceil(n / 256)
+    blocks; a count of 0 skips it and the next count runs it again; a body of two launches is
+    a BodyRecordingError."""
+    cap = 5000
+    count = cp.zeros(1, dtype=cp.int32)
+    out = cp.full(cap + 64, SENTINEL, dtype=cp.uint64)
+    meta = cp.zeros(4, dtype=cp.uint64)
+    kernel = cp.RawKernel(BODY, "body")
+    kernel.compile()
+    seen = []
+
+    def body(c, launches=1):
+        seen.append((c.index, c.n_max))
+        with cp.cuda.ExternalStream(c.stream):
+            for _ in range(launches):
+                kernel(((cap + 255) // 256,), (256,), (count, np.uint64(cap), np.uint32(0), out, meta))
+
+    launch = srb.SizedLaunch(count, cap, body, items_per_block=256)
+    assert seen == [(0, cap)] and launch.classes == [cap]
+    for n in [1, 300, 0, 5000, 3]:
+        out.fill(SENTINEL)
+        meta.fill(0)
+        count.fill(n)
+        done = launch.enqueue().wait(timeout=30)
+        assert (done.count, done.index) == (n, 0)
+        m = meta.get()
+        if n == 0:
+            assert m[3] == 0, "the body ran for a count of 0"
+            continue
+        assert m[3] == 1 and m[1] == (n + 255) // 256 * 256, m
+        o = out.get()
+        np.testing.assert_array_equal(o[:n], 2 * np.arange(n, dtype=np.uint64) + 1)
+        assert o[n] == SENTINEL
+    with pytest.raises(srb.BodyRecordingError, match="2 operations"):
+        srb.SizedLaunch(count, cap, lambda c: body(c, launches=2), items_per_block=256)
 
 
 SPIN = r"""

@@ -450,6 +450,22 @@ def test_sized_launch_bad_classes_are_config_errors():
         srb.SizedLaunch(CAI((1,), "<i4", ptr=0x7F00_0000_0002), 64, lambda c: None)
 
 
+def test_sized_launch_exact_grid_arguments_are_config_errors():
+    """The exact-grid form (items_per_block): at least 1 item per block, no classes beside it,
+    and a capacity whose grid fits gridDim.x; all before any driver call."""
+    count = CAI((1,), "<i4")
+    body = lambda c: None
+    for bad in [0, -3]:
+        with pytest.raises(srb.ConfigError, match="items_per_block must be at least 1"):
+            srb.SizedLaunch(count, 64, body, items_per_block=bad)
+    with pytest.raises(srb.ConfigError, match="give no classes"):
+        srb.SizedLaunch(count, 64, body, classes=[16, 64], items_per_block=16)
+    with pytest.raises(srb.ConfigError, match="gridDim.x's limit"):
+        srb.SizedLaunch(count, 2**40, body, items_per_block=1)
+    with pytest.raises(TypeError):
+        srb.SizedLaunch(count, 64, body, items_per_block=True)
+
+
 def test_sized_launch_out_of_range_numbers_are_config_errors():
     """Negative or oversized numbers are the readbacks' ConfigError, naming the rule, not a
     bare OverflowError from the conversion."""
