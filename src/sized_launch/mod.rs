@@ -6,7 +6,9 @@
 //! Each body is what the caller's closure enqueued, captured once at build time for its
 //! class's `n_max`: a kernel with that class's grid, a CUB call or a GEMM of that size. The
 //! body's work reads the true count from the device ([`SizeClass::count`]) to bound itself.
-//! The design and the probe behind it: `docs/design/sized-launch.md`.
+//! The exact-grid form ([`SizedLaunchBuilder::exact_grid`]) has one class and no SWITCH: its
+//! body is one kernel whose grid `srb_size_grid` sets from the count through a device-updatable
+//! node (`flavor.rs`). The design and the probes behind it: `docs/design/sized-launch.md`.
 mod flavor;
 mod params;
 mod plan;
