@@ -99,6 +99,8 @@ SRB_DEVICE uint32_t srb_read_count(const srb_pack_params& p, uint64_t* raw, uint
     return srb_read_count_at(p.count_ptr, p.count_kind, 0, raw, n);
 }
 
+// The grid set (grid/size_grid.cu) takes the count readers above and no kernel.
+#ifndef SRB_COUNT_READERS_ONLY
 // Copies nbytes with words of type W from src to dst (both W-aligned), then the tail bytes.
 // Four independent loads are issued before their stores to keep bytes in flight.
 template <typename W>
@@ -301,3 +303,4 @@ extern "C" __global__ void __launch_bounds__(SRB_PACK_THREADS) srb_pack_buckets(
                          status, sync, 0, 0);
 }
 #endif  // SRB_PACK_SWITCH
+#endif  // SRB_COUNT_READERS_ONLY

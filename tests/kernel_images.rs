@@ -53,6 +53,7 @@ fn every_source_hashes_as_when_the_images_were_made() {
     let mut sources = files_under("csrc", is_file);
     sources.extend(files_under("csrc/testing", is_file));
     sources.extend(files_under("csrc/switch", is_file));
+    sources.extend(files_under("csrc/grid", is_file));
     sources.extend(files_under("include/sized_readback", is_file));
     assert_eq!(
         recorded, sources,

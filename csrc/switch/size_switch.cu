@@ -1,6 +1,4 @@
-// size_switch.cu: the sized launch's device-side sizing: the class setter and the grid setter.
-//
-// The class setter. One thread reads the device-resident count,
+// size_switch.cu: the sized launch's class setter. One thread reads the device-resident count,
 // picks the first size class whose n_max holds it, and sets the SWITCH conditional node that
 // follows it in the sized launch's CUDA graph to that class, so that the body recorded for
 // the class (a grid, a CUB call, a GEMM sized for n_max) runs and no other. A count that is
@@ -13,12 +11,6 @@
 // store of the kernel visible to it; so no system-scope fence orders the stores here, where it
 // would delay the body by a wait on PCIe. `seq` tells the host whether the entry is still its
 // launch's (a launch 256 later reuses it).
-//
-// The grid setter (the exact-grid form, one class): the same reading of the count, then the
-// grid of the one kernel node that follows it, a device-updatable node (CUDA 12.4), set to
-// ceil(count / items_per_block) blocks, or the node disabled for a count of 0 or one that selects
-// no class; the same status entry. The host checked at build that the capacity's grid fits in
-// gridDim.x.
 //
 // Included after pack_switch.cu in the switch image set's one translation unit: it uses
 // pack.cu's srb_read_count_at and cudaGraphSetConditional's declaration.
@@ -42,7 +34,7 @@ struct srb_size_status {
     uint32_t status;   // srb_status bits: OK, NEGATIVE, OVER_CAPACITY or BAD_COUNT_KIND
     uint32_t klass;    // the body that ran, or `classes` for none
     uint64_t seq;      // the launch's sequence number
-    uint64_t reserved;  // the grid setter: a refused device update's error code, else 0
+    uint64_t reserved;
 };
 
 extern "C" __global__ void srb_size_switch(const srb_size_switch_params p,
@@ -65,41 +57,5 @@ extern "C" __global__ void srb_size_switch(const srb_size_switch_params p,
     s->raw = raw;
     s->status = status;
     s->klass = k;
-    s->seq = p.seq;
-}
-
-// Device-runtime functions that NVRTC 12.8 resolves as builtins without relocatable device
-// code (as cudaGraphSetConditional); declared here because NVRTC has no runtime headers.
-typedef struct CUgraphDeviceUpdatableNode_st* cudaGraphDeviceNode_t;
-extern "C" __device__ int cudaGraphKernelNodeSetGridDim(cudaGraphDeviceNode_t node, dim3 gridDim);
-extern "C" __device__ int cudaGraphKernelNodeSetEnabled(cudaGraphDeviceNode_t node, bool enable);
-
-extern "C" __global__ void srb_size_grid(const srb_size_switch_params p, const cudaGraphDeviceNode_t node,
-                                         const uint64_t items_per_block) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    uint64_t raw = 0, n = 0;
-    uint32_t status = srb_read_count_at(p.count_ptr, p.count_kind, 0, &raw, &n);
-    uint32_t k = p.classes;
-    if (status == SRB_STATUS_OK) {
-        if (n <= p.n_max[0]) {
-            k = 0;
-        } else {
-            status = SRB_STATUS_OVER_CAPACITY;
-        }
-    }
-    // A refused update leaves the node as the last launch left it: its error code goes to the
-    // entry's last word, which the host turns into an error.
-    int refused = 0;
-    if (k == 0 && n > 0) {
-        refused = cudaGraphKernelNodeSetGridDim(node, dim3((unsigned)((n + items_per_block - 1) / items_per_block), 1, 1));
-        if (refused == 0) refused = cudaGraphKernelNodeSetEnabled(node, true);
-    } else {
-        refused = cudaGraphKernelNodeSetEnabled(node, false);
-    }
-    srb_size_status* s = reinterpret_cast<srb_size_status*>(p.status_ptr);
-    s->raw = raw;
-    s->status = status;
-    s->klass = k;
-    s->reserved = (uint64_t)(uint32_t)refused;
     s->seq = p.seq;
 }

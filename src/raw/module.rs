@@ -47,6 +47,14 @@ impl Module {
         Self::shared(&LOADED, ctx, &images::SWITCH)
     }
 
+    /// The sized launch's grid setter (`srb_size_grid`, [`images::GRID`]) in `ctx`, shared
+    /// alike, for the exact-grid form only. Its images need device-updatable graph nodes
+    /// (CUDA 12.4), loaded as the switch set's on CUDA 12.8 drivers.
+    pub(crate) fn grid(ctx: &Arc<CudaContext>) -> Result<Arc<Self>> {
+        static LOADED: Mutex<Vec<(u64, Held)>> = Mutex::new(Vec::new());
+        Self::shared(&LOADED, ctx, &images::GRID)
+    }
+
     /// `set`'s module in `ctx`, from `cache`, keyed by the context's unique id: one per primary
     /// context for the process, one per other context while any user holds it.
     fn shared(

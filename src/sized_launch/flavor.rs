@@ -43,10 +43,11 @@ impl Flavor {
         upload: CUstream,
     ) -> Result<Self> {
         let param = (params as *mut SizeSwitchParams).cast::<c_void>();
-        let module = Module::switch(ctx).map_err(unavailable)?;
         if let Some(items_per_block) = items_per_block {
             let body = one_kernel(bodies, classes)?;
-            let kernel = module.function(c"srb_size_grid").map_err(unavailable)?;
+            let kernel = Module::grid(ctx)
+                .and_then(|m| m.function(c"srb_size_grid"))
+                .map_err(unavailable)?;
             // SAFETY: per this function's contract; srb_size_grid takes srb_size_switch_params
             // (mirrored), the body's device handle and a uint64_t; the body's graph is in
             // `bodies`, which the sized launch keeps.
@@ -61,7 +62,9 @@ impl Flavor {
                 items_per_block,
             });
         }
-        let kernel = module.function(c"srb_size_switch").map_err(unavailable)?;
+        let kernel = Module::switch(ctx)
+            .and_then(|m| m.function(c"srb_size_switch"))
+            .map_err(unavailable)?;
         let k = classes.len() as u32;
         // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
         // srb_size_switch_params then the handle; the bodies are clones of what the closure

@@ -33,7 +33,8 @@ pub enum Generators {
 
 /// A translation unit: every `.cu` file of one folder, included in name order.
 pub struct Unit {
-    /// `library` (always embedded), `testing` (behind the `testing` feature) or `switch` (the
+    /// `library` (always embedded), `testing` (behind the `testing` feature), `grid` (the
+    /// exact-grid form's setter, as `switch`) or `switch` (the
     /// staged transport's sized copy, loaded on CUDA 12.8+ drivers).
     pub name: &'static str,
     pub dir: &'static str,
@@ -71,6 +72,15 @@ pub const UNITS: &[Unit] = &[
     Unit {
         name: "switch",
         dir: "csrc/switch",
+        extra: &[],
+        generators: Generators::Nvrtc128,
+    },
+    // The sized launch's grid setter (its exact-grid form), which sets a device-updatable
+    // node's grid (CUDA 12.4 builtins of NVRTC 12.8): a set of its own, so that the switch
+    // set's images stay as they were.
+    Unit {
+        name: "grid",
+        dir: "csrc/grid",
         extra: &[],
         generators: Generators::Nvrtc128,
     },

@@ -85,6 +85,7 @@ fn inputs(root: &Path) -> Result<Vec<String>> {
         "csrc",
         "csrc/testing",
         "csrc/switch",
+        "csrc/grid",
         "include/sized_readback",
     ] {
         for e in fs::read_dir(root.join(dir))? {

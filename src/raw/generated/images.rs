@@ -248,3 +248,85 @@ pub(crate) static SWITCH: ImageSet = ImageSet {
         },
     ],
 };
+pub(crate) static GRID: ImageSet = ImageSet {
+    cubins: &[
+        Cubin {
+            arch: 70,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_70.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 75,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_75.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 80,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_80.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 86,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_86.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 89,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_89.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 90,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_90.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 100,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_100.cubin"
+            ))),
+        },
+        Cubin {
+            arch: 120,
+            bytes: &Aligned(*include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/kernels/grid/sm_120.cubin"
+            ))),
+        },
+    ],
+    ptx: &[
+        Ptx {
+            arch: 70,
+            text: concat!(
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/kernels/grid/compute_70.ptx"
+                )),
+                "\0"
+            ),
+        },
+        Ptx {
+            arch: 90,
+            text: concat!(
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/kernels/grid/compute_90.ptx"
+                )),
+                "\0"
+            ),
+        },
+    ],
+};
