@@ -4,9 +4,10 @@
 //! count and data.
 //!
 //! Group `sized_step` (issue 36): the step after the producer processes its n items, sized
-//! three ways: `sync` (the count read to the host, then the exact grid), `over` (the
-//! capacity's grid, extra blocks exiting) and `sized` (a `SizedLaunch` over the default
-//! classes); one iteration is producer + step + the host knowing it ran.
+//! four ways: `sync` (the count read to the host, then the exact grid), `over` (the
+//! capacity's grid, extra blocks exiting), `sized` (a `SizedLaunch` over the default classes)
+//! and `sized-grid` (its exact-grid form: the grid set on the device, 256 items a block); one
+//! iteration is producer + step + the host knowing it ran.
 //!
 //! `cargo bench --bench readback`. Without a GPU it prints why and exits successfully.
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -82,7 +83,7 @@ impl Rig {
         }
     }
     /// Producer, then the step sized by `way`; returns once the host knows the step ran.
-    fn sized_step(&self, way: &str, launch: &SizedLaunch, n: usize) -> u64 {
+    fn sized_step(&self, way: &str, launches: &[SizedLaunch; 2], n: usize) -> u64 {
         self.produce(n);
         match way {
             "sync" => {
@@ -104,6 +105,7 @@ impl Rig {
             }
             "over" => self.step(self.s(), M as u64).expect("step"),
             _ => {
+                let launch = &launches[usize::from(way == "sized-grid")];
                 let t = launch.enqueue(&self.stream).expect("sized enqueue");
                 return t.wait().expect("sized wait").count();
             }
@@ -262,18 +264,28 @@ fn main() {
         }
         g.finish();
     }
-    // The sized step, where the driver has SWITCH conditionals set from a kernel (CUDA 12.8+).
-    let built = SizedLaunch::builder(RawCount::i32(rig.d_count.ptr()), M as u64)
+    // The sized step, where the driver has SWITCH conditionals set from a kernel (CUDA 12.8+):
+    // over the default classes, and in the exact-grid form.
+    let count = RawCount::i32(rig.d_count.ptr());
+    let built = SizedLaunch::builder(count, M as u64)
         .build(&rig.ctx, |class| {
             rig.step(class.stream().cu_stream(), class.n_max())
+        })
+        .and_then(|sized| {
+            let grid = SizedLaunch::builder(count, M as u64)
+                .exact_grid(256)
+                .build(&rig.ctx, |class| {
+                    rig.step(class.stream().cu_stream(), class.n_max())
+                })?;
+            Ok([sized, grid])
         });
     match built {
-        Ok(launch) => {
+        Ok(launches) => {
             let mut g = c.benchmark_group("sized_step_cap_1M");
             for n in [1usize, 4096, 65536, M] {
-                for way in ["sync", "over", "sized"] {
+                for way in ["sync", "over", "sized", "sized-grid"] {
                     g.bench_with_input(BenchmarkId::new(way, n), &n, |b, &n| {
-                        b.iter(|| rig.sized_step(way, &launch, n))
+                        b.iter(|| rig.sized_step(way, &launches, n))
                     });
                 }
             }

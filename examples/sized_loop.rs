@@ -1,6 +1,6 @@
 //! The seed's loop with its next step sized by the device count: each of `--steps` steps a
 //! producer writes a count (log-uniform in [1, capacity], a new one every step) and the next
-//! kernel processes that many items. Four ways of sizing that kernel, timed in one run
+//! kernel processes that many items. Seven ways of sizing that kernel, timed in one run
 //! ([`sized_readback::testing::sized_loop`] measures them; the comparison harness's sized-step
 //! rows are the same measurement):
 //!
@@ -9,8 +9,10 @@
 //! - `over`: the kernel launched with the capacity's grid, its extra blocks exiting at once;
 //! - `sized`: a [`sized_readback::SizedLaunch`] enqueued each step: the device picks the
 //!   class, the host never waits inside the loop;
-//! - `over-graph` and `sized-graph`: the whole loop recorded once into a CUDA graph
-//!   (`SizedLaunch::record` for the sized one), each graph way judged against the other.
+//! - `sized-grid`: the same in its exact-grid form (`exact_grid(256)`): one kernel, its grid
+//!   set on the device from the count, no SWITCH;
+//! - `over-graph`, `sized-graph` and `sized-grid-graph`: the whole loop recorded once into a
+//!   CUDA graph (`SizedLaunch::record` for the sized ones), each judged against `over-graph`.
 //!
 //! Every way is checked after the loop (the count's items written, the rest not, the body and
 //! class that ran).
@@ -75,16 +77,27 @@ fn main() -> Result<()> {
     // Why a ratio misses, where it does: the step costs measured by the probe
     // (results/2026-12-04/probe-sized-step-hops-1e59097).
     const SWITCH_COST: &str = "a setter and the SWITCH's launch of its body cost about 8 us a step on driver 580 (probe-sized-step-hops-1e59097)";
+    const GRID_COST: &str = "the exact-grid form's step is its grid setter's kernel node and the device-side update of the kernel's grid (scripts/probes/sized_grid_probe.cu)";
     let why = |way: &str, rival: &str| {
         let what = match (way, rival) {
-            ("sized", "sync") => "each step is its own graph launch from the host, whose device-side start is most of the round trip it replaces",
-            ("sized", _) => "each step is its own graph launch from the host, where the over-launch is one kernel launch whose idle blocks exit at once",
+            ("sized" | "sized-grid", "sync") => "each step is its own graph launch from the host, whose device-side start is most of the round trip it replaces",
+            ("sized" | "sized-grid", _) => "each step is its own graph launch from the host, where the over-launch is one kernel launch whose idle blocks exit at once",
             (_, "sync") => "the sized step's own cost is most of the host round trip it removes",
             _ => "the over-launch recorded the same way costs a kernel-to-kernel edge, about 2 us a step",
         };
-        format!("{what}; {SWITCH_COST}")
+        let cost = if way.starts_with("sized-grid") {
+            GRID_COST
+        } else {
+            SWITCH_COST
+        };
+        format!("{what}; {cost}")
     };
-    for (way, rival) in [("sized", "over"), ("sized-graph", "over-graph")] {
+    for (way, rival) in [
+        ("sized", "over"),
+        ("sized-graph", "over-graph"),
+        ("sized-grid", "over"),
+        ("sized-grid-graph", "over-graph"),
+    ] {
         let (x, over) = (p50(way), p50(rival));
         println!(
             "{way} / sync {:.3}, {way} / {rival} {:.3}",
@@ -139,7 +152,7 @@ fn main() -> Result<()> {
             cap = run.capacity,
         );
         let note = format!(
-            "The seed's loop with its next kernel sized by the device count: per step a producer writes a count log-uniform in [1, {cap}] (median {median}) and a kernel writes that many items. sync: count to pinned memory, stream synchronized, exact grid; over: the capacity's grid with early exit; sized: a SizedLaunch over {classes} classes (built in {build:.0} us) enqueued per step; over-graph and sized-graph: the whole loop recorded once into a CUDA graph (SizedLaunch::record for the sized one). Each sized way is judged against the over-launch of its own kind. Per-step time over loops of {steps} steps, p50 and p99 of {repeats} loops after 3 warm-ups.",
+            "The seed's loop with its next kernel sized by the device count: per step a producer writes a count log-uniform in [1, {cap}] (median {median}) and a kernel writes that many items. sync: count to pinned memory, stream synchronized, exact grid; over: the capacity's grid with early exit; sized: a SizedLaunch over {classes} classes (built in {build:.0} us) enqueued per step; sized-grid: its exact-grid form (one kernel, its grid set on the device, 256 items a block) enqueued per step; over-graph, sized-graph and sized-grid-graph: the whole loop recorded once into a CUDA graph (SizedLaunch::record for the sized ones). Each sized way is judged against the over-launch of its own kind. Per-step time over loops of {steps} steps, p50 and p99 of {repeats} loops after 3 warm-ups.",
             steps = run.steps,
             repeats = run.repeats,
             cap = run.capacity,

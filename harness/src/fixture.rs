@@ -236,8 +236,10 @@ pub fn measurements() -> Measurements {
                 ("sync", sync),
                 ("over", over),
                 ("sized", sized),
+                ("sized-grid", sized - 2.0),
                 ("over-graph", over - 1.0),
                 ("sized-graph", graph),
+                ("sized-grid-graph", graph - 3.0),
             ]
             .into_iter()
             .collect(),
@@ -245,8 +247,10 @@ pub fn measurements() -> Measurements {
                 ("sync", sync + 1.0),
                 ("over", over + 1.0),
                 ("sized", sized + 1.0),
+                ("sized-grid", sized - 1.0),
                 ("over-graph", over),
                 ("sized-graph", graph + 1.0),
+                ("sized-grid-graph", graph - 2.0),
             ]
             .into_iter()
             .collect(),

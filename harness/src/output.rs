@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(our_keys, top_keys(COMMITTED));
         // Added since: the realistic producer's sized staged pack (issue 34), its rows and its
         // two targets; the traced cycles of the seed loop (the timeline picture's source); the
-        // sized step (issue 36), its rows and its six variants.
+        // sized step (issue 36), its rows and its ten variants (four of the exact-grid form).
         let added = "crate_pack_staged_sized";
         let sized_step = "next kernel sized by the device count";
         let ours_paths: BTreeSet<String> = all_paths(&ours)
@@ -238,12 +238,12 @@ mod tests {
                 .into_iter()
                 .partition(|t| t.0.contains(sized_step));
         let limits: Vec<f64> = sized_variants.iter().map(|t| t.1).collect();
-        assert_eq!(limits, [0.8, 1.0, 0.8, 1.0, 0.8, 1.0]);
+        assert_eq!(limits, [0.8, 1.0, 0.8, 1.0, 0.8, 1.0, 0.8, 1.0, 1.0, 1.0]);
         let key = |t: &(String, f64, String)| t.0.clone();
         ours_variants.sort_by_key(key);
         want.sort_by_key(key);
         assert_eq!(ours_variants, want);
         assert_eq!(e.targets.len(), 28);
-        assert_eq!(e.variants.len(), 26);
+        assert_eq!(e.variants.len(), 30);
     }
 }

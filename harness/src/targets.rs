@@ -154,6 +154,11 @@ pub const SPECS: &[Spec] = &[
     variant(SizedStep("sized", "over", 1 << 20), AtMost(1.0), W::SizedStep),
     variant(SizedStep("sized-graph", "sync", 1 << 14), AtMost(0.8), W::SizedStep),
     variant(SizedStep("sized-graph", "over-graph", 1 << 14), AtMost(1.0), W::SizedStep),
+    // The exact-grid form (one kernel, its grid set on the device, no SWITCH), beside them.
+    variant(SizedStep("sized-grid-graph", "sync", 1 << 20), AtMost(0.8), W::SizedStep),
+    variant(SizedStep("sized-grid-graph", "over-graph", 1 << 20), AtMost(1.0), W::SizedStep),
+    variant(SizedStep("sized-grid", "over", 1 << 20), AtMost(1.0), W::SizedStep),
+    variant(SizedStep("sized-grid-graph", "over-graph", 1 << 14), AtMost(1.0), W::SizedStep),
 ];
 
 impl Spec {

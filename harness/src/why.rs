@@ -401,17 +401,21 @@ impl Why {
                 };
                 let p = |w: &str| m.sized_step_p50(cap, w).unwrap_or(f64::NAN);
                 format!(
-                    "p50 per step at cap {}: sync {:.2} µs, over {:.2}, sized {:.2}, over-graph {:.2}, sized-graph {:.2}. \
-                     Enqueued per step, each step is a graph launch (setter + SWITCH), about 14 µs of \
-                     device time whatever the count; recorded into the loop's graph only the setter \
-                     node and the SWITCH's device-side launch remain per step. Over-launch of the \
-                     test body costs its early-exit blocks, little at a small capacity",
+                    "p50 per step at cap {}: sync {:.2} µs, over {:.2}, sized {:.2}, sized-grid {:.2}, \
+                     over-graph {:.2}, sized-graph {:.2}, sized-grid-graph {:.2}. \
+                     Enqueued per step, each step is a graph launch (setter + SWITCH, or grid setter + \
+                     the kernel), about 14 µs of device time whatever the count; recorded into the \
+                     loop's graph only the setter node and the SWITCH's device-side launch remain per \
+                     step (the exact grid: the grid setter node and its device-side update). \
+                     Over-launch of the test body costs its early-exit blocks, little at a small capacity",
                     size(cap as usize),
                     p("sync"),
                     p("over"),
                     p("sized"),
+                    p("sized-grid"),
                     p("over-graph"),
                     p("sized-graph"),
+                    p("sized-grid-graph"),
                 )
             }
         }

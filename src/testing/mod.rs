@@ -11,7 +11,7 @@
 //! - [`pack_with_count_kind`]: the pack kernel given a count kind no host check saw;
 //! - [`BareSizedCopy`]: the staged transport's sized-copy graph without the readback engine,
 //!   the comparison harness's floor for the sized staged readback;
-//! - [`sized_loop()`]: the seed's loop with its next step sized five ways (the sized launch's
+//! - [`sized_loop()`]: the seed's loop with its next step sized seven ways (the sized launch's
 //!   example and the harness's sized-step rows);
 //! - [`CapturedGraph`]: a stream capture instantiated, launched many times.
 mod bare_sized_copy;

@@ -1,4 +1,4 @@
-//! The seed's loop with its next step sized by the device count (issue 36), measured four ways
+//! The seed's loop with its next step sized by the device count (issue 36), measured seven ways
 //! in one run: the measurement behind `examples/sized_loop.rs` and the comparison harness's
 //! sized-step rows.
 //!
@@ -9,9 +9,11 @@
 //!   with the exact grid (what `.item()` or `cudaStreamSynchronize` code does);
 //! - `over`: the kernel launched with the capacity's grid, its extra blocks exiting at once;
 //! - `sized`: a [`SizedLaunch`] enqueued each step: the device picks the class's grid;
-//! - `over-graph` and `sized-graph`: the whole loop (producer and step, every step) recorded
-//!   once into a CUDA graph (with [`SizedLaunch::record`] for the sized one) and launched once
-//!   per loop, so each graph way has a rival that is a graph too.
+//! - `sized-grid`: a [`SizedLaunch`] in the exact-grid form enqueued each step: the device sets
+//!   the kernel's grid to the count's (256 items a block), with no SWITCH;
+//! - `over-graph`, `sized-graph` and `sized-grid-graph`: the whole loop (producer and step,
+//!   every step) recorded once into a CUDA graph (with [`SizedLaunch::record`] for the sized
+//!   ones) and launched once per loop, so each graph way has a rival that is a graph too.
 //!
 //! A loop's time over its steps, p50 and p99 over `repeats` loops after 3 warm-up loops. Every
 //! way is then checked: its items written and none past them, which body ran with which
@@ -26,8 +28,19 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The four ways, in the order they are measured and reported.
-pub const SIZED_LOOP_WAYS: [&str; 5] = ["sync", "over", "sized", "over-graph", "sized-graph"];
+/// The ways, in the order they are measured and reported.
+pub const SIZED_LOOP_WAYS: [&str; 7] = [
+    "sync",
+    "over",
+    "sized",
+    "sized-grid",
+    "over-graph",
+    "sized-graph",
+    "sized-grid-graph",
+];
+
+/// The exact-grid ways' items per block: the test body's block.
+const PER_BLOCK: u64 = 256;
 
 /// One way's time per step, µs.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,8 +171,9 @@ impl Rig {
             .synchronize()
             .map_err(Error::cuda("cuStreamSynchronize"))
     }
-    /// One step of `way` after the producer wrote `n`.
-    fn step(&self, way: &str, launch: &SizedLaunch, n: u64) -> Result<()> {
+    /// One step of `way` after the producer wrote `n`: `launch` is the sized ways' sized
+    /// launch, `grid` the exact-grid ways'.
+    fn step(&self, way: &str, launch: &SizedLaunch, grid: &SizedLaunch, n: u64) -> Result<()> {
         self.produce(n)?;
         match way {
             "sync" => {
@@ -167,6 +181,7 @@ impl Rig {
                 self.body_on(self.s(), m, 0)
             }
             "over" => self.body_on(self.s(), self.capacity, 0),
+            "sized-grid" => grid.enqueue(&self.stream).map(drop),
             _ => launch.enqueue(&self.stream).map(drop),
         }
     }
@@ -228,20 +243,28 @@ pub fn sized_loop(
             rig.body_on(c.stream().cu_stream(), c.n_max(), c.index() as u32)
         })?;
     let build_us = t0.elapsed().as_secs_f64() * 1e6;
+    // The exact-grid form: the body recorded for the capacity, its grid set per count.
+    let grid = SizedLaunch::builder(RawCount::i32(rig.count.ptr()), capacity)
+        .exact_grid(PER_BLOCK)
+        .build(ctx, |c| rig.body_on(c.stream().cu_stream(), c.n_max(), 0))?;
     let seq = counts(steps, capacity);
     let mut sorted = seq.clone();
     sorted.sort_unstable();
     let median_count = sorted[seq.len() / 2];
     let s = rig.s();
-    // SAFETY: the graphs are dropped before `launch` (declared after it) and `rig`.
+    // SAFETY: the graphs are dropped before `launch` and `grid` (declared after them) and `rig`.
     let sized_graph = unsafe { rig.record_loop(&seq, || launch.record(s))? };
+    // SAFETY: as above; CapturedGraph uploads the graph, as the exact grid's node needs.
+    let grid_graph = unsafe { rig.record_loop(&seq, || grid.record(s))? };
     // SAFETY: as above; the step launches the rig's body.
     let over_graph = unsafe { rig.record_loop(&seq, || rig.body_on(s, capacity, 0))? };
     let graph_of = |way: &str| match way {
         "sized-graph" => Some(&sized_graph),
+        "sized-grid-graph" => Some(&grid_graph),
         "over-graph" => Some(&over_graph),
         _ => None,
     };
+    let exact_grid = |way: &str| way.starts_with("sized-grid");
 
     let mut per_step: Vec<Vec<f64>> = vec![Vec::new(); SIZED_LOOP_WAYS.len()];
     for rep in 0..repeats + 3 {
@@ -252,7 +275,7 @@ pub fn sized_loop(
                 graph.launch()?;
             } else {
                 for &n in &seq {
-                    rig.step(way, &launch, n)?;
+                    rig.step(way, &launch, &grid, n)?;
                 }
             }
             rig.synchronize()?;
@@ -287,20 +310,24 @@ pub fn sized_loop(
                 graph.launch()?;
                 (last, seq.len() as u64)
             }
-            ("sized", None) => {
+            ("sized" | "sized-grid", None) => {
                 rig.produce(median_count)?;
-                let done = launch.enqueue(&rig.stream)?.wait()?;
+                let l = if exact_grid(way) { &grid } else { &launch };
+                let done = l.enqueue(&rig.stream)?.wait()?;
                 reported = Some((done.count(), done.class()));
                 (median_count, 1)
             }
             (_, None) => {
-                rig.step(way, &launch, median_count)?;
+                rig.step(way, &launch, &grid, median_count)?;
                 (median_count, 1)
             }
         };
         rig.synchronize()?;
         if way == "sized-graph" {
             reported = launch.recorded_outcome()?.map(|o| (o.count(), o.class()));
+        }
+        if way == "sized-grid-graph" {
+            reported = grid.recorded_outcome()?.map(|o| (o.count(), o.class()));
         }
         // SAFETY: out_len u64 and the four meta words into host memory; synchronized above.
         unsafe {
@@ -315,8 +342,11 @@ pub fn sized_loop(
         let n_max = match way {
             "sync" => n,
             "over" | "over-graph" => capacity,
+            w if exact_grid(w) => capacity,
             _ => classes[class_of(n)],
         };
+        // The class a sized way reports: the exact-grid form has one.
+        let class = if exact_grid(way) { 0 } else { class_of(n) };
         let mut what = Vec::new();
         if !got[..n as usize]
             .iter()
@@ -334,10 +364,17 @@ pub fn sized_loop(
                 meta[3], meta[0]
             ));
         }
-        if way.starts_with("sized") && reported != Some((n, class_of(n))) {
+        if way.starts_with("sized") && reported != Some((n, class)) {
             what.push(format!(
-                "the launch reported {reported:?}, not count {n} in class {}",
-                class_of(n)
+                "the launch reported {reported:?}, not count {n} in class {class}"
+            ));
+        }
+        // The exact grid: the (last) body ran ceil(n / 256) blocks, not its recorded grid.
+        if exact_grid(way) && meta[1] != n.div_ceil(PER_BLOCK) * PER_BLOCK {
+            what.push(format!(
+                "the body ran {} threads, not the {} of count {n}'s grid",
+                meta[1],
+                n.div_ceil(PER_BLOCK) * PER_BLOCK
             ));
         }
         if !what.is_empty() {
@@ -345,6 +382,7 @@ pub fn sized_loop(
         }
     }
     drop(sized_graph);
+    drop(grid_graph);
     drop(over_graph);
 
     let ways = SIZED_LOOP_WAYS
