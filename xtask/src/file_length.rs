@@ -26,6 +26,8 @@ const GENERATED: &[&str] = &[
     "kernels/",
     // The pack kernels' count-kind cases (`cargo xtask regen`).
     "csrc/count_kinds.inc",
+    // The C API's header, cbindgen's from capi/src/ (the c_header test checks it is current).
+    "capi/include/sized_readback.h",
     // Cargo's lock files.
     "*.lock",
     // Committed run records (JSON, logs), written by the harness and gpu-verify.sh.
