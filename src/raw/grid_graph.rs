@@ -137,11 +137,13 @@ pub(crate) unsafe fn add_grid(
     items_per_block: u64,
     body: &BodyKernel,
 ) -> Result<AddedGrid> {
-    // SAFETY: the types are those of the entry points (11.0's, whose values 12.4 extended).
+    // SAFETY: the types are those of the entry points as of CUDA 12.4, whose attribute value
+    // is the 64-byte union with the device-updatable member (asked for as of 12.4, so that the
+    // driver reads the value as that union).
     let (set_attribute, get_attribute) = unsafe {
         (
-            entry_point::<SetAttributeFn>(c"cuGraphKernelNodeSetAttribute", 11000)?,
-            entry_point::<GetAttributeFn>(c"cuGraphKernelNodeGetAttribute", 11000)?,
+            entry_point::<SetAttributeFn>(c"cuGraphKernelNodeSetAttribute", 12040)?,
+            entry_point::<GetAttributeFn>(c"cuGraphKernelNodeGetAttribute", 12040)?,
         )
     };
     let mut body_node: CUgraphNode = std::ptr::null_mut();
