@@ -124,7 +124,7 @@ impl Flavor {
         bodies: &[Option<GraphGuard>],
     ) -> Result<()> {
         let param = (params as *mut SizeSwitchParams).cast::<c_void>();
-        match self {
+        let recorded = match self {
             Flavor::Switch { kernel, .. } => {
                 let k = bodies.len() as u32;
                 // SAFETY: per the contract; the bodies are clones of the captured ones.
@@ -159,7 +159,9 @@ impl Flavor {
                     )
                 }
             }
-        }
+        };
+        // A driver without an entry point the graph needs: sized launches are unavailable.
+        recorded.map_err(unavailable)
     }
 
     /// Whether the device reports a refused grid update in the status entry's last word.
