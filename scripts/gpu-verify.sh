@@ -25,6 +25,9 @@
 #              CuPy append example, the binding's profile (python/bench/profile_binding.py) and the
 #              benchmark (python/bench/bench.py); their JSON in verify.tgz, under python/
 #   pytest     the Python package's wheel and its whole pytest suite only
+#   grid-probe issue 36's third probe (scripts/probes/sized_grid_probe.cu, built with the host's
+#              nvcc): what the driver accepts of device-updatable kernel nodes and what they
+#              cost per step; its text and JSON in verify.tgz, under grid-probe/
 #   mpi        the MPI particle exchange at 1, 2, 4 ranks under MPS and 2, 4 without
 #              (scripts/mpi-runs.sh; its JSON records in verify.tgz, under mpi/)
 #   sized      the sized launch measured: the seed's loop with its next kernel sized
@@ -143,6 +146,9 @@ for ph in "${phases[@]}"; do
       grep -E 'per level' "$work/bfs-host-syncs.log" | sed 's/^/bfs-host-syncs: /' >> "$summary"
       cp "$work/sized/syncs/bfs-host-syncs.json" "$work/sized/" 2>/dev/null
       find "$work/sized/syncs" -type f ! -name '*.csv' ! -name '*.json' ! -name '*.log' -delete 2>/dev/null ;;
+    grid-probe)
+      step grid-probe bash scripts/probes/run-grid-probe.sh "$work/grid-probe" 64 50
+      grep -E '^(accept|n=1000|log-uniform)' "$work/grid-probe/probe.txt" 2>/dev/null | sed 's/^/grid-probe: /' >> "$summary" ;;
     mpi)
       step mpi env OUT="$work" bash scripts/mpi-runs.sh
       sed 's/^/mpi: /' "$work/mpi/summary.txt" >> "$summary" ;;
