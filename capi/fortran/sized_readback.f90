@@ -512,7 +512,7 @@ module sized_readback
     end function srb_sized_launch_create
 
     !> Sized launch, exact-grid form: one class, `capacity`, whose body `body` (as above, called
-    !> once) must be one kernel launch; at each launch the device sets that kernel's grid to
+    !> once) must be one kernel launch of a 1-D grid; at each launch the device sets its grid to
     !> ceil(count / items_per_block) blocks, or skips it for 0 or past the capacity. A graph it
     !> is recorded into must be uploaded before its first launch. Needs a CUDA 12.8 driver. The
     !> handle in `out`, used as srb_sized_launch_create's.

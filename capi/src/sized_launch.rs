@@ -122,8 +122,8 @@ pub unsafe extern "C" fn srb_sized_launch_create(
 
 /// Creates a sized launch in its exact-grid form in the primary context of device `device`:
 /// the count as for `srb_sized_launch_create`; one class, `capacity`, whose body `body` records
-/// once and must be exactly one kernel launch; at each launch the device sets that kernel's
-/// grid to ceil(count / `items_per_block`) blocks (`gridDim.x`), or skips it for a count of 0
+/// once and must be exactly one kernel launch, of a 1-D grid; at each launch the device sets
+/// that kernel's grid to ceil(count / `items_per_block`) blocks, or skips it for a count of 0
 /// or past the capacity, with no SWITCH node. A graph it is recorded into cannot be
 /// instantiated twice, cloned or updated with `cuGraphExecUpdate`, and must be uploaded
 /// (`cuGraphUpload`) before its first launch. Needs a CUDA 12.8 driver. On success stores the
@@ -133,7 +133,8 @@ pub unsafe extern "C" fn srb_sized_launch_create(
 /// kind or a negative device; `SRB_ERR_INVALID_CONFIG` for a capacity or `items_per_block` of
 /// 0, or a capacity whose grid passes 2^31 - 1 blocks; `SRB_ERR_BAD_POINTER` for a null or
 /// misaligned count; `SRB_ERR_BODY_RECORDING` when the callback returns non-zero, its work
-/// cannot be captured, or it is other than one kernel launch; `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE`
+/// cannot be captured, or it is other than one kernel launch of a 1-D grid;
+/// `SRB_ERR_SIZED_LAUNCH_UNAVAILABLE`
 /// on a driver without device-updatable graph nodes or older than CUDA 12.8;
 /// `SRB_ERR_DRIVER_NOT_FOUND`, `SRB_ERR_NO_DEVICE`, `SRB_ERR_CUDA`.
 ///

@@ -404,9 +404,11 @@ class SizedLaunch:
     device. Needs a CUDA 12.8 driver (``SizedLaunchUnavailableError`` otherwise); a body that
     raises, or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
     ``items_per_block=k`` (no ``classes``) builds the exact-grid form: one class, the capacity,
-    whose body must be one kernel launch; the device sets its grid to ceil(count / k) blocks
-    at each launch, or skips it for 0, with no SWITCH node. Keep the arrays the bodies read and write alive while the sized launch is launched, and
-    write each step's count into the same array (``torch.sum(..., out=n)``, ``n.copy_(...)``):
+    whose body must be one kernel launch of a 1-D grid; the device sets its grid to
+    ceil(count / k) blocks at each launch, or skips it for 0, with no SWITCH node. A graph it
+    is recorded into must be uploaded before its first replay, and cannot be instantiated
+    twice or cloned. Keep the arrays the bodies read and write alive while the sized launch is
+    launched, and write each step's count into the same array (``torch.sum(..., out=n)``, ``n.copy_(...)``):
     the sized launch reads the address it was built with. Building it, and freeing it (which
     synchronizes the context), must not overlap another thread's stream capture: the driver
     refuses a context synchronization while any stream of it is capturing.

@@ -87,9 +87,10 @@ fn outcome(o: srb::LaunchOutcome) -> LaunchOutcome {
 /// or whose work cannot be captured, raises ``BodyRecordingError`` naming the class.
 ///
 /// ``items_per_block=k`` (no ``classes``) builds the exact-grid form: one class, the capacity,
-/// whose body must be one kernel launch; the device sets its grid to ceil(count / k) blocks at
-/// each launch, or skips it for 0, with no SWITCH node (``BodyRecordingError`` for a body of
-/// anything else).
+/// whose body must be one kernel launch of a 1-D grid; the device sets its grid to
+/// ceil(count / k) blocks at each launch, or skips it for 0, with no SWITCH node
+/// (``BodyRecordingError`` for a body of anything else). A graph it is recorded into must be
+/// uploaded before its first replay, and cannot be instantiated twice or cloned.
 ///
 /// Keep the arrays the bodies read and write alive as long as the sized launch is launched.
 #[pyclass(module = "sized_readback", frozen)]

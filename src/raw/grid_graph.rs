@@ -38,7 +38,6 @@ type GetAttributeFn = unsafe extern "C" fn(CUgraphNode, u32, *mut AttributeValue
 
 /// The body's one kernel node, as captured: its parameters (the arguments in the driver's copy,
 /// valid while the captured graph lives) and the node, whose attributes are copied too.
-#[derive(Clone, Copy)]
 pub(crate) struct BodyKernel {
     node: CUgraphNode,
     params: sys::CUDA_KERNEL_NODE_PARAMS,

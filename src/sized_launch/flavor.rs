@@ -25,10 +25,22 @@ pub(super) enum Flavor {
     },
 }
 
+/// The flavor's setter in `ctx` (bound): `srb_size_grid` for the exact grid, else
+/// `srb_size_switch`; loaded before the bodies are recorded, as the SWITCH's always was.
+pub(super) fn setter(ctx: &Arc<CudaContext>, exact_grid: bool) -> Result<Kernel> {
+    let loaded = if exact_grid {
+        Module::grid(ctx).and_then(|m| m.function(c"srb_size_grid"))
+    } else {
+        Module::switch(ctx).and_then(|m| m.function(c"srb_size_switch"))
+    };
+    loaded.map_err(unavailable)
+}
+
 impl Flavor {
     /// Builds the flavor: the exact grid where `items_per_block` is given (one class, whose
     /// body must be one kernel launch), else the SWITCH over `classes`, from the bodies as
-    /// captured. Uploads on `upload` (the caller synchronizes it).
+    /// captured, with `kernel`, [`setter`]'s for that flavor. Uploads on `upload` (the caller
+    /// synchronizes it).
     ///
     /// # Safety
     /// `ctx` is bound; `params` is the setter's parameter (it addresses the status memory,
@@ -36,6 +48,7 @@ impl Flavor {
     /// (documented on `SizedLaunch`); `upload` is a stream of `ctx`.
     pub(super) unsafe fn build(
         ctx: &Arc<CudaContext>,
+        kernel: Kernel,
         classes: &[u64],
         items_per_block: Option<u64>,
         params: &mut SizeSwitchParams,
@@ -45,9 +58,6 @@ impl Flavor {
         let param = (params as *mut SizeSwitchParams).cast::<c_void>();
         if let Some(items_per_block) = items_per_block {
             let body = one_kernel(bodies, classes)?;
-            let kernel = Module::grid(ctx)
-                .and_then(|m| m.function(c"srb_size_grid"))
-                .map_err(unavailable)?;
             // SAFETY: per this function's contract; srb_size_grid takes srb_size_switch_params
             // (mirrored), the body's device handle and a uint64_t; the body's graph is in
             // `bodies`, which the sized launch keeps.
@@ -62,9 +72,6 @@ impl Flavor {
                 items_per_block,
             });
         }
-        let kernel = Module::switch(ctx)
-            .and_then(|m| m.function(c"srb_size_switch"))
-            .map_err(unavailable)?;
         let k = classes.len() as u32;
         // SAFETY: the context is bound and is the kernel's; srb_size_switch takes
         // srb_size_switch_params then the handle; the bodies are clones of what the closure
@@ -183,7 +190,16 @@ fn one_kernel(bodies: &[Option<GraphGuard>], classes: &[u64]) -> Result<BodyKern
         ));
     };
     // SAFETY: a live graph of the bound context, kept in `bodies` by the sized launch.
-    unsafe { BodyKernel::of(captured.0) }.map_err(refused)
+    let body = unsafe { BodyKernel::of(captured.0) }.map_err(refused)?;
+    // The setter sets the grid to (blocks, 1, 1): a 2-D or 3-D launch would lose its y and z.
+    let (x, y, z) = body.recorded_grid();
+    if (y, z) != (1, 1) {
+        return Err(refused(format!(
+            "the exact-grid form sets a 1-D grid; the body's kernel was launched with a grid \
+             of ({x}, {y}, {z})"
+        )));
+    }
+    Ok(body)
 }
 
 /// Fills a SWITCH body with a clone of `captured` (nothing for an empty body).

@@ -101,9 +101,10 @@ impl SizedLaunchBuilder {
     }
     /// The exact-grid form: one class, the capacity, whose body must be one kernel launch;
     /// at each launch the device sets that kernel's grid to ceil(count / `items_per_block`)
-    /// blocks (`gridDim.x`; the launch's `y` and `z` stay), or skips it for a count of 0,
-    /// with no SWITCH node. For a kernel whose block handles `items_per_block` items; a body
-    /// of anything else (a library call, two kernels) is [`Error::BodyRecording`] at build.
+    /// blocks (`gridDim.x`), or skips it for a count of 0, with no SWITCH node. For a kernel
+    /// whose block handles `items_per_block` items, launched with a 1-D grid; a body of
+    /// anything else (a library call, two kernels, a grid with `y` or `z` other than 1) is
+    /// [`Error::BodyRecording`] at build.
     /// Needs a driver with device-updatable graph nodes (CUDA 12.4; 12.8 as every sized
     /// launch). A graph it is recorded into cannot be instantiated twice, cloned or updated
     /// with `cuGraphExecUpdate`, and must be uploaded (`cuGraphUpload`) before its first launch.
@@ -147,6 +148,15 @@ impl SizedLaunchBuilder {
         }
         driver::bind(ctx)?;
         crate::engine::checks::check_pointer_of(ctx, "the count", count.ptr())?;
+        let items_per_block = match self.plan {
+            ClassPlan::ExactGrid { items_per_block } => {
+                Some(plan::setter_items_per_block(items_per_block, self.capacity))
+            }
+            _ => None,
+        };
+        // The setter before the bodies: a GPU or driver that cannot load it fails the build
+        // before the closure runs.
+        let kernel = flavor::setter(ctx, items_per_block.is_some())?;
         // Entries 0..RING for enqueues, entry RING for recordings into a capture.
         let status = PinnedBuffer::new(ctx, (RING as usize + 1) * size_of::<SizeStatus>(), true)?;
         let mut n_max = [0u64; CLASSES_MAX];
@@ -172,15 +182,12 @@ impl SizedLaunchBuilder {
             };
             bodies.push(capture_body(&class, &mut record)?);
         }
-        let items_per_block = match self.plan {
-            ClassPlan::ExactGrid { items_per_block } => Some(items_per_block),
-            _ => None,
-        };
         // SAFETY: the context is bound; params addresses the status buffer, kept with the
         // flavor in the Launch; the bodies are kept there too; `capture` is of the context.
         let flavor = unsafe {
             Flavor::build(
                 ctx,
+                kernel,
                 &classes,
                 items_per_block,
                 &mut params,

@@ -15,6 +15,13 @@ pub(crate) enum ClassPlan {
 /// The largest grid the exact-grid form sets (`gridDim.x`'s limit).
 pub(crate) const MAX_GRID_X: u64 = (1 << 31) - 1;
 
+/// The items per block the exact-grid form's setter is given for `capacity`: at most the
+/// capacity, which sets the same grids (1 block for any count up to the capacity), so that its
+/// ceil(n / k) as (n + k - 1) / k cannot wrap for `exact_grid(u64::MAX)` and the like.
+pub(crate) fn setter_items_per_block(items_per_block: u64, capacity: u64) -> u64 {
+    items_per_block.min(capacity).max(1)
+}
+
 impl Default for ClassPlan {
     /// Classes 1024, 4096, 16384, ... up to the capacity: a body is sized for at most 4x the
     /// count above 1024, and 2^22 takes 7 bodies (the probe's design, docs/design/sized-launch.md).
@@ -63,6 +70,14 @@ pub(crate) fn bounds(plan: &ClassPlan, capacity: u64) -> Result<Vec<u64>> {
                 return Err(Error::config(format!(
                     "a capacity of {capacity} at {items_per_block} items per block needs \
                      {blocks} blocks, past gridDim.x's limit of {MAX_GRID_X}"
+                )));
+            }
+            // The setter's (n + k - 1) for n up to the capacity must not wrap.
+            let k = setter_items_per_block(*items_per_block, capacity);
+            if capacity.checked_add(k - 1).is_none() {
+                return Err(Error::config(format!(
+                    "a capacity of {capacity} at {items_per_block} items per block: the \
+                     grid's arithmetic would pass 2^64"
                 )));
             }
             vec![capacity]
@@ -171,5 +186,12 @@ mod tests {
         assert!(refused(grid(1), MAX_GRID_X + 1).contains("past gridDim.x's limit"));
         assert!(refused(grid(256), u64::MAX).contains("past gridDim.x's limit"));
         assert!(refused(grid(256), 0).contains("capacity of at least 1"));
+        // Items per block past the capacity set 1 block, given to the setter as the capacity.
+        assert_eq!(bounds(&grid(u64::MAX), 64).unwrap(), vec![64]);
+        assert_eq!(setter_items_per_block(u64::MAX, 64), 64);
+        assert_eq!(setter_items_per_block(256, 1 << 22), 256);
+        assert_eq!(setter_items_per_block(256, 1), 1);
+        assert!(refused(grid(1 << 40), u64::MAX).contains("would pass 2^64"));
+        assert_eq!(bounds(&grid(1 << 40), 1 << 62).unwrap(), vec![1 << 62]);
     }
 }

@@ -20,7 +20,7 @@ pub(crate) fn capi_sized_grid_arguments() -> Result<()> {
         capi::srb_sized_body,
         bool,
         i32,
-    ); 7] = [
+    ); 8] = [
         (
             "a null body",
             COUNT,
@@ -62,6 +62,15 @@ pub(crate) fn capi_sized_grid_arguments() -> Result<()> {
             COUNT,
             u64::MAX,
             1,
+            body,
+            true,
+            capi::SRB_ERR_INVALID_CONFIG,
+        ),
+        (
+            "a grid whose arithmetic passes 2^64",
+            COUNT,
+            u64::MAX,
+            1 << 40,
             body,
             true,
             capi::SRB_ERR_INVALID_CONFIG,
@@ -165,8 +174,9 @@ pub(crate) fn capi_sized_grid() -> Result<()> {
         // SAFETY: a live handle; room for 2.
         ensure!(unsafe { capi::srb_sized_launch_classes(l, got.as_mut_ptr(), 2) } == 1);
         ensure!(got[0] == capacity);
-        // The last count that runs is 5000: 20 blocks, 5120 threads; 0 and 5001 run nothing.
-        let counts = [0i32, 1, 256, 257, 5000, 5001];
+        // The last count that runs is 257: 2 blocks, 512 threads, not the 20 blocks (5120
+        // threads) the body was recorded with; 0 and 5001 run nothing.
+        let counts = [0i32, 1, 256, 5000, 5001, 257];
         let mut seqs = Vec::new();
         for &n in &counts {
             stream.memcpy_htod(&[n], &mut count)?;
@@ -203,7 +213,7 @@ pub(crate) fn capi_sized_grid() -> Result<()> {
             "{} bodies ran for 4 counts from 1 to the capacity",
             m[3]
         );
-        ensure!(m[1] == 5120, "the last body ran {} threads, not 5120", m[1]);
+        ensure!(m[1] == 512, "the last body ran {} threads, not 512", m[1]);
         Ok(())
     })();
     // SAFETY: created above, destroyed once.
