@@ -68,7 +68,8 @@ pub struct SizedLoop {
     pub classes: usize,
     /// How long building the sized launch took, µs.
     pub build_us: f64,
-    /// Every way, in [`SIZED_LOOP_WAYS`] order.
+    /// Every way measured, in [`SIZED_LOOP_WAYS`] order (the exact grid's are left out where
+    /// the driver refused the form; `wrong` says why).
     pub ways: Vec<SizedLoopWay>,
     /// Each way whose check found something wrong, with what (empty: all right).
     pub wrong: Vec<String>,
@@ -173,7 +174,13 @@ impl Rig {
     }
     /// One step of `way` after the producer wrote `n`: `launch` is the sized ways' sized
     /// launch, `grid` the exact-grid ways'.
-    fn step(&self, way: &str, launch: &SizedLaunch, grid: &SizedLaunch, n: u64) -> Result<()> {
+    fn step(
+        &self,
+        way: &str,
+        launch: &SizedLaunch,
+        grid: Option<&SizedLaunch>,
+        n: u64,
+    ) -> Result<()> {
         self.produce(n)?;
         match way {
             "sync" => {
@@ -181,7 +188,10 @@ impl Rig {
                 self.body_on(self.s(), m, 0)
             }
             "over" => self.body_on(self.s(), self.capacity, 0),
-            "sized-grid" => grid.enqueue(&self.stream).map(drop),
+            "sized-grid" => grid
+                .ok_or_else(|| Error::config("the exact-grid form was not built"))?
+                .enqueue(&self.stream)
+                .map(drop),
             _ => launch.enqueue(&self.stream).map(drop),
         }
     }
@@ -243,10 +253,15 @@ pub fn sized_loop(
             rig.body_on(c.stream().cu_stream(), c.n_max(), c.index() as u32)
         })?;
     let build_us = t0.elapsed().as_secs_f64() * 1e6;
-    // The exact-grid form: the body recorded for the capacity, its grid set per count.
+    // The exact-grid form: the body recorded for the capacity, its grid set per count. Where
+    // the driver refuses it, its ways are left out (the others still measured) and the run
+    // says why in `wrong`.
+    let mut wrong = Vec::new();
     let grid = SizedLaunch::builder(RawCount::i32(rig.count.ptr()), capacity)
         .exact_grid(PER_BLOCK)
-        .build(ctx, |c| rig.body_on(c.stream().cu_stream(), c.n_max(), 0))?;
+        .build(ctx, |c| rig.body_on(c.stream().cu_stream(), c.n_max(), 0))
+        .inspect_err(|e| wrong.push(format!("sized-grid, sized-grid-graph: not built: {e}")))
+        .ok();
     let seq = counts(steps, capacity);
     let mut sorted = seq.clone();
     sorted.sort_unstable();
@@ -254,28 +269,36 @@ pub fn sized_loop(
     let s = rig.s();
     // SAFETY: the graphs are dropped before `launch` and `grid` (declared after them) and `rig`.
     let sized_graph = unsafe { rig.record_loop(&seq, || launch.record(s))? };
-    // SAFETY: as above; CapturedGraph uploads the graph, as the exact grid's node needs.
-    let grid_graph = unsafe { rig.record_loop(&seq, || grid.record(s))? };
+    let grid_graph = match &grid {
+        // SAFETY: as above; CapturedGraph uploads the graph, as the exact grid's node needs.
+        Some(g) => Some(unsafe { rig.record_loop(&seq, || g.record(s))? }),
+        None => None,
+    };
     // SAFETY: as above; the step launches the rig's body.
     let over_graph = unsafe { rig.record_loop(&seq, || rig.body_on(s, capacity, 0))? };
     let graph_of = |way: &str| match way {
         "sized-graph" => Some(&sized_graph),
-        "sized-grid-graph" => Some(&grid_graph),
+        "sized-grid-graph" => grid_graph.as_ref(),
         "over-graph" => Some(&over_graph),
         _ => None,
     };
     let exact_grid = |way: &str| way.starts_with("sized-grid");
+    // The ways this run measures: all but the exact grid's where it was not built.
+    let measured = |way: &str| grid.is_some() || !exact_grid(way);
 
     let mut per_step: Vec<Vec<f64>> = vec![Vec::new(); SIZED_LOOP_WAYS.len()];
     for rep in 0..repeats + 3 {
         for (w, way) in SIZED_LOOP_WAYS.iter().enumerate() {
+            if !measured(way) {
+                continue;
+            }
             rig.synchronize()?;
             let t = Instant::now();
             if let Some(graph) = graph_of(way) {
                 graph.launch()?;
             } else {
                 for &n in &seq {
-                    rig.step(way, &launch, &grid, n)?;
+                    rig.step(way, &launch, grid.as_ref(), n)?;
                 }
             }
             rig.synchronize()?;
@@ -297,8 +320,7 @@ pub fn sized_loop(
     let out_len = capacity as usize + 64;
     let mut got = vec![0u64; out_len];
     let mut meta = [0u64; 4];
-    let mut wrong = Vec::new();
-    for way in SIZED_LOOP_WAYS {
+    for way in SIZED_LOOP_WAYS.into_iter().filter(|w| measured(w)) {
         for (buf, len) in [(&rig.out, 8 * out_len), (&rig.meta, 32)] {
             // SAFETY: the buffer's bytes, on the rig's stream; synchronized below.
             let status = unsafe { sys::cuMemsetD8Async(buf.ptr(), 0, len, rig.s()) };
@@ -312,13 +334,16 @@ pub fn sized_loop(
             }
             ("sized" | "sized-grid", None) => {
                 rig.produce(median_count)?;
-                let l = if exact_grid(way) { &grid } else { &launch };
+                let l = match (exact_grid(way), &grid) {
+                    (true, Some(g)) => g,
+                    _ => &launch,
+                };
                 let done = l.enqueue(&rig.stream)?.wait()?;
                 reported = Some((done.count(), done.class()));
                 (median_count, 1)
             }
             (_, None) => {
-                rig.step(way, &launch, &grid, median_count)?;
+                rig.step(way, &launch, grid.as_ref(), median_count)?;
                 (median_count, 1)
             }
         };
@@ -326,8 +351,8 @@ pub fn sized_loop(
         if way == "sized-graph" {
             reported = launch.recorded_outcome()?.map(|o| (o.count(), o.class()));
         }
-        if way == "sized-grid-graph" {
-            reported = grid.recorded_outcome()?.map(|o| (o.count(), o.class()));
+        if let ("sized-grid-graph", Some(g)) = (way, &grid) {
+            reported = g.recorded_outcome()?.map(|o| (o.count(), o.class()));
         }
         // SAFETY: out_len u64 and the four meta words into host memory; synchronized above.
         unsafe {
@@ -388,6 +413,7 @@ pub fn sized_loop(
     let ways = SIZED_LOOP_WAYS
         .iter()
         .zip(per_step)
+        .filter(|(way, _)| measured(way))
         .map(|(&way, mut v)| {
             v.sort_by(f64::total_cmp);
             SizedLoopWay {
