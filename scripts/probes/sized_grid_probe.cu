@@ -35,7 +35,8 @@
 //   resize      producer -> one-thread resizer -> the device-updatable consumer, exact grid;
 //   fused       the producer itself sets the consumer's grid once it has written the count;
 //               (resize and fused set the grid and enable the node at every step, two device
-//               calls where one batched cudaGraphKernelNodeUpdatesApply could do: an upper bound)
+//               calls);
+//   resize-batch the resizer's two updates in one cudaGraphKernelNodeUpdatesApply call;
 //   and the loop forms, the same S steps as iterations of one WHILE node (the count read from a
 //   device iteration counter): over-while, setter-while, resize-while (a body's node updated once
 //   per iteration, which part 1 cannot show). The loop forms' producer runs the capacity's grid

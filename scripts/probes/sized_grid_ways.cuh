@@ -88,6 +88,25 @@ __global__ void produce_resize(float* x, int* count, const int* counts, int step
 __global__ void resizer(cudaGraphDeviceNode_t node, const int* count, int* err) {
   if (threadIdx.x == 0) resize(node, *count, err);
 }
+// The same two updates (grid, enable) in one cudaGraphKernelNodeUpdatesApply call.
+__global__ void resizer_batch(cudaGraphDeviceNode_t node, const int* count, int* err) {
+  if (threadIdx.x != 0) return;
+  int n = *count;
+  // Raw storage: the struct's union holds a dim3, whose constructor deletes the default one.
+  alignas(cudaGraphKernelNodeUpdate) unsigned char raw[2 * sizeof(cudaGraphKernelNodeUpdate)] = {};
+  cudaGraphKernelNodeUpdate* u = reinterpret_cast<cudaGraphKernelNodeUpdate*>(raw);
+  u[0].node = node;
+  u[0].field = cudaGraphKernelNodeFieldEnabled;
+  u[0].updateData.isEnabled = n > 0 && n <= CAP;
+  if (!u[0].updateData.isEnabled) {
+    note(err, cudaGraphKernelNodeUpdatesApply(u, 1));
+    return;
+  }
+  u[1].node = node;
+  u[1].field = cudaGraphKernelNodeFieldGridDim;
+  u[1].updateData.gridDim = dim3(grid_for(n));
+  note(err, cudaGraphKernelNodeUpdatesApply(u, 2));
+}
 // Resizes only while *flag is set (part 1's persistence check).
 __global__ void resizer_once(cudaGraphDeviceNode_t node, const int* flag, unsigned grid, int* err) {
   if (threadIdx.x == 0 && *flag) note(err, cudaGraphKernelNodeSetGridDim(node, dim3(grid)));
@@ -205,8 +224,8 @@ static bool add_switch(cudaGraphNode_t* out, cudaGraph_t g, cudaGraphNode_t dep,
   return true;
 }
 
-enum Way { EXACT, OVER, SETTER, RESIZE, FUSED, OVER_WHILE, SETTER_WHILE, RESIZE_WHILE, WAYS };
-static const char* way_name[WAYS] = {"exact", "over", "setter", "resize", "fused",
+enum Way { EXACT, OVER, SETTER, RESIZE, RESIZE_BATCH, FUSED, OVER_WHILE, SETTER_WHILE, RESIZE_WHILE, WAYS };
+static const char* way_name[WAYS] = {"exact", "over", "setter", "resize", "resize-batch", "fused",
                                      "over-while", "setter-while", "resize-while"};
 static bool is_loop(Way w) { return w >= OVER_WHILE; }
 
@@ -233,14 +252,16 @@ static bool add_step(Way w, cudaGraph_t g, cudaGraphNode_t* last, StepArgs& t, i
       return add_switch(last, g, st, t, s);
     }
     case RESIZE:
+    case RESIZE_BATCH:
     case RESIZE_WHILE: {
       // The consumer first (a root for now), so that its handle exists for the resizer's parameter.
       if (!add_kernel(&c, g, nullptr, (void*)consume, MAX_GRID, BLOCK, cargs)) return false;
       if (!make_updatable(c, &t.dn)) return false;
       cudaGraphNode_t r;
       void* rargs[] = {&t.dn, &t.count, &t.err};
+      void* rfunc = w == RESIZE_BATCH ? (void*)resizer_batch : (void*)resizer;
       if (!add_kernel(&p, g, dep, (void*)produce, pgrid, BLOCK, pargs)) return false;
-      if (!add_kernel(&r, g, &p, (void*)resizer, 1, 32, rargs)) return false;
+      if (!add_kernel(&r, g, &p, rfunc, 1, 32, rargs)) return false;
       TRY(cudaGraphAddDependencies(g, &r, &c, nullptr, 1));
       *last = c;
       return true;
@@ -337,6 +358,7 @@ static int check(Way w, Bufs& b, const std::vector<int>& counts) {
       case OVER:
       case OVER_WHILE: want = MAX_GRID; break;
       case RESIZE:
+      case RESIZE_BATCH:
       case FUSED:
       case RESIZE_WHILE: want = n == 0 ? 0 : grid_for(n); break;  // 0: disabled, never ran
       case SETTER:
