@@ -5,7 +5,7 @@ use crate::args::{stream_of, timeout};
 use crate::boundary::{guard, invalid, Failure};
 use crate::codes::{count_of_error, SRB_NOT_READY, SRB_OK};
 use crate::types::{parse_count_kind, srb_devptr, CUstream_st};
-use srb::{LaunchOutcome, RawCount, SizeClass, SizedLaunch, SizedTicket};
+use srb::{LaunchOutcome, RawCount, SizeClass, SizedLaunch, SizedLaunchBuilder, SizedTicket};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -96,8 +96,6 @@ pub unsafe extern "C" fn srb_sized_launch_create(
         if num_classes > 0 && n_max.is_null() {
             return Err(invalid("srb_sized_launch_create: n_max is null"));
         }
-        let ordinal =
-            usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
         let kind = parse_count_kind(count_kind)?;
         let mut builder = SizedLaunch::builder(RawCount::new(count, kind), capacity);
         if num_classes > 0 {
@@ -105,18 +103,8 @@ pub unsafe extern "C" fn srb_sized_launch_create(
             let given = unsafe { std::slice::from_raw_parts(n_max, num_classes as usize) };
             builder = builder.classes(given.iter().copied());
         }
-        // The classes before the device: a bad one is the same error with or without a GPU.
-        builder.plan()?;
-        let ctx = srb::device::open(ordinal)?;
         // SAFETY: per the contract.
-        let launch = builder.build(&ctx, unsafe { record_with(body, user) })?;
-        let h = srb_sized_launch {
-            launch,
-            tickets: Mutex::default(),
-        };
-        // SAFETY: per the contract.
-        unsafe { *out = Box::into_raw(Box::new(h)) };
-        Ok(SRB_OK)
+        unsafe { build_into(device, builder, body, user, out) }
     })
 }
 
@@ -159,24 +147,40 @@ pub unsafe extern "C" fn srb_sized_launch_create_exact_grid(
         let Some(body) = body else {
             return Err(invalid("srb_sized_launch_create_exact_grid: body is null"));
         };
-        let ordinal =
-            usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
         let kind = parse_count_kind(count_kind)?;
         let builder =
             SizedLaunch::builder(RawCount::new(count, kind), capacity).exact_grid(items_per_block);
-        // The plan before the device: a bad one is the same error with or without a GPU.
-        builder.plan()?;
-        let ctx = srb::device::open(ordinal)?;
         // SAFETY: per the contract.
-        let launch = builder.build(&ctx, unsafe { record_with(body, user) })?;
-        let h = srb_sized_launch {
-            launch,
-            tickets: Mutex::default(),
-        };
-        // SAFETY: per the contract.
-        unsafe { *out = Box::into_raw(Box::new(h)) };
-        Ok(SRB_OK)
+        unsafe { build_into(device, builder, body, user, out) }
     })
+}
+
+/// What both creates share once their arguments are read: the device, the plan checked before
+/// it (a bad one is the same error with or without a GPU), the build over `body`, the handle
+/// stored in `*out`.
+///
+/// # Safety
+/// `out` is non-null and writable; `body` may be called with `user` during this call only.
+unsafe fn build_into(
+    device: i32,
+    builder: SizedLaunchBuilder,
+    body: unsafe extern "C" fn(*mut c_void, *mut CUstream_st, u32, u64, srb_devptr) -> i32,
+    user: *mut c_void,
+    out: *mut *mut srb_sized_launch,
+) -> Result<i32, Failure> {
+    let ordinal =
+        usize::try_from(device).map_err(|_| invalid(format!("device {device} is negative")))?;
+    builder.plan()?;
+    let ctx = srb::device::open(ordinal)?;
+    // SAFETY: per the contract.
+    let launch = builder.build(&ctx, unsafe { record_with(body, user) })?;
+    let h = srb_sized_launch {
+        launch,
+        tickets: Mutex::default(),
+    };
+    // SAFETY: per the contract.
+    unsafe { *out = Box::into_raw(Box::new(h)) };
+    Ok(SRB_OK)
 }
 
 /// The build's closure over the caller's body callback: a non-zero return is the class's
