@@ -275,7 +275,7 @@ fn main() {
     match built {
         Ok(sized) => {
             let grid = SizedLaunch::builder(count, M as u64)
-                .exact_grid(256)
+                .exact_grid(sized_readback::testing::SIZED_BODY_BLOCK as u64)
                 .build(&rig.ctx, record)
                 .inspect_err(|e| eprintln!("readback bench: sized-grid skipped: {e}"))
                 .ok();

@@ -387,25 +387,22 @@ fn main() -> Result<()> {
     // The exact-grid form has no SWITCH: its step is a grid setter node and the device-side
     // update of the expand's grid (scripts/probes/sized_grid_probe.cu measures both).
     const GRID_COST: &str = "the exact-grid form's step is its grid setter's kernel node and the device-side update of the expand's grid";
+    let cost = |way: &str| {
+        if way.starts_with("sized-grid") {
+            GRID_COST
+        } else {
+            SWITCH_COST
+        }
+    };
     let why_sync = |way: &str| {
         let what = match way {
             "sized" | "sized-grid" => "each level enqueued from the host is its own graph launch, whose device-side start costs more than the round trip it replaces",
             _ => "the sized step's own cost is most of the host round trip it removes",
         };
-        let cost = if way.starts_with("sized-grid") {
-            GRID_COST
-        } else {
-            SWITCH_COST
-        };
-        format!("{what}; {cost}")
+        format!("{what}; {}", cost(way))
     };
     let why_over = |way: &str| {
-        let cost = if way.starts_with("sized-grid") {
-            GRID_COST
-        } else {
-            SWITCH_COST
-        };
-        format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {cost}")
+        format!("a capped over-launch's idle blocks exit in about 2 us a step, less than the sized step; {}", cost(way))
     };
     let mut targets = vec![Target::new(
         "vertices at a level other than the host BFS's, over every run of every way",

@@ -154,10 +154,14 @@ pub fn driver_has_conditionals() -> bool {
             .is_ok_and(crate::engine::sized_copy::driver_supports)
 }
 
+/// The threads per block [`launch_sized_body`] launches `srb_test_sized_body` with (one item
+/// a thread).
+pub const SIZED_BODY_BLOCK: u32 = 256;
+
 /// Launches the sized launch's test body, `srb_test_sized_body` of `body`
-/// ([`Kernels::function`]), with `n_max` threads (whole blocks of 256) on `stream`: it writes
-/// `out[i] = 2i + 1` for `i < min(*count, n_max)` and, from thread 0, `meta[0..4]` = `n_max`,
-/// the threads launched, `class`, and one more body run.
+/// ([`Kernels::function`]), with `n_max` threads (whole blocks of [`SIZED_BODY_BLOCK`]) on
+/// `stream`: it writes `out[i] = 2i + 1` for `i < min(*count, n_max)` and, from thread 0,
+/// `meta[0..4]` = `n_max`, the threads launched, `class`, and one more body run.
 ///
 /// # Safety
 /// `body` is that kernel; `count` addresses an `int32_t`, `out` at least `n_max` (and the
@@ -182,8 +186,8 @@ pub unsafe fn launch_sized_body(
         (&mut m as *mut CUdeviceptr).cast(),
     ];
     let shape = LaunchShape {
-        grid: n_max.max(1).div_ceil(256) as u32,
-        block: 256,
+        grid: n_max.max(1).div_ceil(SIZED_BODY_BLOCK as u64) as u32,
+        block: SIZED_BODY_BLOCK,
         programmatic: false,
     };
     // SAFETY: per the contract: the kernel's five parameters, in order.

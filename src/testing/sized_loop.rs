@@ -39,8 +39,8 @@ pub const SIZED_LOOP_WAYS: [&str; 7] = [
     "sized-grid-graph",
 ];
 
-/// The exact-grid ways' items per block: the test body's block.
-const PER_BLOCK: u64 = 256;
+/// The exact-grid ways' items per block: the test body's block, one item a thread.
+const PER_BLOCK: u64 = super::SIZED_BODY_BLOCK as u64;
 
 /// One way's time per step, µs.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 //! 0, past the capacity or negative, and again at the next count that fits; the same in a
 //! recording replayed with changing counts; bodies other than one kernel launch are typed
 //! errors.
-use crate::sized_launch::{unavailable_here, Bench, SENTINEL};
+use crate::sized_launch::{check_rows, unavailable_here, Bench, SENTINEL, THREADS};
 use anyhow::{ensure, Result};
 use sized_readback::testing::CapturedGraph;
 use sized_readback::{Error, SizedLaunch};
@@ -15,8 +15,8 @@ pub const TESTS: &[Test] = test_support::tests![
     bodies_other_than_one_kernel_are_refused.exclusive(),
 ];
 
-/// The test body's block: srb_test_sized_body is launched with 256 threads a block.
-const PER_BLOCK: u64 = 256;
+/// The exact grid's items per block: the test body's block, one item a thread.
+const PER_BLOCK: u64 = THREADS as u64;
 
 impl Bench {
     /// The exact-grid form over the test body, recorded for the capacity.
@@ -44,14 +44,7 @@ impl Bench {
             "count {n}: {} threads launched, not {threads}",
             meta[1]
         );
-        for (i, &v) in out[..n].iter().enumerate() {
-            ensure!(v == 2 * i as u64 + 1, "count {n}: out[{i}] = {v}");
-        }
-        ensure!(
-            out[n] == SENTINEL,
-            "count {n}: out[{n}] written past the count"
-        );
-        Ok(())
+        check_rows(&out, n)
     }
 }
 

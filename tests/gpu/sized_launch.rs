@@ -36,7 +36,8 @@ pub(crate) fn ctx() -> Arc<CudaContext> {
     CONTEXT.get()
 }
 
-const THREADS: u32 = 256;
+/// The test body's threads per block.
+pub(crate) const THREADS: u32 = sized_readback::testing::SIZED_BODY_BLOCK;
 pub(crate) const SENTINEL: u64 = 0xDEAD_BEEF;
 
 /// The device side of one test: the count, the body's output and its meta words (also the
@@ -138,15 +139,20 @@ impl Bench {
             "count {n}: {} threads, not {threads}",
             meta[1]
         );
-        for (i, &v) in out[..n].iter().enumerate() {
-            ensure!(v == 2 * i as u64 + 1, "count {n}: out[{i}] = {v}");
-        }
-        ensure!(
-            out[n] == SENTINEL,
-            "count {n}: out[{n}] written past the count"
-        );
-        Ok(())
+        check_rows(&out, n)
     }
+}
+
+/// The test body's rows for count `n`: `out[i] = 2i + 1` below it, the sentinel at `out[n]`.
+pub(crate) fn check_rows(out: &[u64], n: usize) -> Result<()> {
+    for (i, &v) in out[..n].iter().enumerate() {
+        ensure!(v == 2 * i as u64 + 1, "count {n}: out[{i}] = {v}");
+    }
+    ensure!(
+        out[n] == SENTINEL,
+        "count {n}: out[{n}] written past the count"
+    );
+    Ok(())
 }
 
 /// The class of count `n`: the first whose n_max holds it.

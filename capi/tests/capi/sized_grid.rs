@@ -2,8 +2,8 @@
 //! the body kernel runs with ceil(count / items per block) blocks, not at all for 0 or past the
 //! capacity; launches wait as the SWITCH form's do; bad arguments are typed errors, with or
 //! without a GPU.
-use super::sized_launch::{record_body, Body};
-use super::{ctx, last_error};
+use super::last_error;
+use super::sized_launch::{record_body, unavailable, Rig};
 use anyhow::{ensure, Result};
 use sized_readback_capi as capi;
 
@@ -122,52 +122,31 @@ pub(crate) fn capi_sized_grid_arguments() -> Result<()> {
 }
 
 pub(crate) fn capi_sized_grid() -> Result<()> {
-    let ctx = ctx();
-    let stream = ctx.new_stream()?;
-    let raw: *mut capi::CUstream_st = stream.cu_stream().cast();
     let capacity = 5000u64;
-    let mut count = stream.alloc_zeros::<i32>(1)?;
-    let out = stream.alloc_zeros::<u64>(capacity as usize + 64)?;
-    let meta = stream.alloc_zeros::<u64>(4)?;
-    use cudarc::driver::DevicePtr;
-    let (count_ptr, out_ptr, meta_ptr) = (
-        count.device_ptr(&stream).0,
-        out.device_ptr(&stream).0,
-        meta.device_ptr(&stream).0,
-    );
-    let mut body = Body {
-        kernel: srb::testing::Kernels::load(&ctx)?.function("srb_test_sized_body")?,
-        out: out_ptr,
-        meta: meta_ptr,
-        calls: 0,
-    };
+    let mut rig = Rig::new(capacity as usize)?;
     let mut l: *mut capi::srb_sized_launch = std::ptr::null_mut();
-    // SAFETY: valid pointers; body outlives the call. The test body's blocks are 256 threads.
+    // SAFETY: valid pointers; the rig's body outlives the call. Items per block: the test
+    // body's block.
     let code = unsafe {
         capi::srb_sized_launch_create_exact_grid(
             0,
-            count_ptr,
+            rig.count_ptr(),
             capi::SRB_COUNT_I32,
             capacity,
-            256,
+            srb::testing::SIZED_BODY_BLOCK as u64,
             Some(record_body),
-            (&mut body as *mut Body).cast(),
+            rig.user(),
             &mut l,
         )
     };
-    if code == capi::SRB_ERR_SIZED_LAUNCH_UNAVAILABLE {
-        ensure!(
-            !srb::testing::driver_has_conditionals(),
-            "unavailable on a driver with conditionals: {}",
-            last_error()
-        );
+    if unavailable(code)? {
         return Ok(());
     }
     ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
     ensure!(
-        body.calls == 1,
+        rig.body.calls == 1,
         "the callback ran {} times, not once",
-        body.calls
+        rig.body.calls
     );
     let result = (|| -> Result<()> {
         let mut got = [0u64; 2];
@@ -177,19 +156,7 @@ pub(crate) fn capi_sized_grid() -> Result<()> {
         // The last count that runs is 257: 2 blocks, 512 threads, not the 20 blocks (5120
         // threads) the body was recorded with; 0 and 5001 run nothing.
         let counts = [0i32, 1, 256, 5000, 5001, 257];
-        let mut seqs = Vec::new();
-        for &n in &counts {
-            stream.memcpy_htod(&[n], &mut count)?;
-            let mut seq = 0u64;
-            // SAFETY: a live handle and stream; an out-pointer.
-            let code = unsafe { capi::srb_sized_launch_enqueue(l, raw, &mut seq) };
-            ensure!(
-                code == capi::SRB_OK && seq > 0,
-                "enqueue: {code} {}",
-                last_error()
-            );
-            seqs.push(seq);
-        }
+        let seqs = rig.enqueue_counts(l, &counts)?;
         for (&seq, &n) in seqs.iter().zip(&counts) {
             let (mut c, mut k) = (0u64, u32::MAX);
             // SAFETY: a live handle; out-pointers.
@@ -207,7 +174,7 @@ pub(crate) fn capi_sized_grid() -> Result<()> {
                 );
             }
         }
-        let m = stream.clone_dtoh(&meta)?;
+        let m = rig.stream.clone_dtoh(&rig.meta)?;
         ensure!(
             m[3] == 4,
             "{} bodies ran for 4 counts from 1 to the capacity",

@@ -3,8 +3,10 @@
 //! reports its true count; bad arguments are typed errors, with or without a GPU.
 use super::{ctx, last_error};
 use anyhow::{ensure, Result};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use sized_readback_capi as capi;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 /// What the body callback needs: the test kernel and the output buffers' addresses (also the
 /// exact-grid form's test, `sized_grid.rs`).
@@ -13,6 +15,83 @@ pub(crate) struct Body {
     pub(crate) out: u64,
     pub(crate) meta: u64,
     pub(crate) calls: u32,
+}
+
+/// The device side of a C sized-launch test: a stream, the count, the test body's output and
+/// meta words, and the body callback's state (also the exact-grid form's test).
+pub(crate) struct Rig {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) count: CudaSlice<i32>,
+    pub(crate) meta: CudaSlice<u64>,
+    pub(crate) body: Body,
+    _out: CudaSlice<u64>,
+}
+
+impl Rig {
+    /// The buffers for counts up to `capacity`, and the test body over them.
+    pub(crate) fn new(capacity: usize) -> Result<Self> {
+        let ctx = ctx();
+        let stream = ctx.new_stream()?;
+        let count = stream.alloc_zeros::<i32>(1)?;
+        let out = stream.alloc_zeros::<u64>(capacity + 64)?;
+        let meta = stream.alloc_zeros::<u64>(4)?;
+        let body = Body {
+            kernel: srb::testing::Kernels::load(&ctx)?.function("srb_test_sized_body")?,
+            out: out.device_ptr(&stream).0,
+            meta: meta.device_ptr(&stream).0,
+            calls: 0,
+        };
+        Ok(Rig {
+            stream,
+            count,
+            meta,
+            body,
+            _out: out,
+        })
+    }
+    pub(crate) fn count_ptr(&self) -> capi::srb_devptr {
+        self.count.device_ptr(&self.stream).0
+    }
+    /// The body callback's user pointer: this rig's body, which outlives a create call.
+    pub(crate) fn user(&mut self) -> *mut c_void {
+        (&mut self.body as *mut Body).cast()
+    }
+    /// Writes each of `counts` and enqueues `l` after it: the launches' numbers.
+    pub(crate) fn enqueue_counts(
+        &mut self,
+        l: *mut capi::srb_sized_launch,
+        counts: &[i32],
+    ) -> Result<Vec<u64>> {
+        let raw: *mut capi::CUstream_st = self.stream.cu_stream().cast();
+        let mut seqs = Vec::new();
+        for &n in counts {
+            self.stream.memcpy_htod(&[n], &mut self.count)?;
+            let mut seq = 0u64;
+            // SAFETY: a live handle and stream; an out-pointer.
+            let code = unsafe { capi::srb_sized_launch_enqueue(l, raw, &mut seq) };
+            ensure!(
+                code == capi::SRB_OK && seq > 0,
+                "enqueue: {code} {}",
+                last_error()
+            );
+            seqs.push(seq);
+        }
+        Ok(seqs)
+    }
+}
+
+/// Whether a create's `code` says sized launches are unavailable, which only a driver without
+/// conditionals may say.
+pub(crate) fn unavailable(code: i32) -> Result<bool> {
+    if code != capi::SRB_ERR_SIZED_LAUNCH_UNAVAILABLE {
+        return Ok(false);
+    }
+    ensure!(
+        !srb::testing::driver_has_conditionals(),
+        "unavailable on a driver with conditionals: {}",
+        last_error()
+    );
+    Ok(true)
 }
 
 /// The body callback: srb_test_sized_body with a grid of n_max threads (256 per block).
@@ -215,25 +294,9 @@ pub(crate) fn capi_sized_launch_arguments() -> Result<()> {
 }
 
 pub(crate) fn capi_sized_launch() -> Result<()> {
-    let ctx = ctx();
-    let stream = ctx.new_stream()?;
-    let raw: *mut capi::CUstream_st = stream.cu_stream().cast();
     let capacity = 5000usize;
-    let mut count = stream.alloc_zeros::<i32>(1)?;
-    let out = stream.alloc_zeros::<u64>(capacity + 64)?;
-    let mut meta = stream.alloc_zeros::<u64>(4)?;
-    use cudarc::driver::DevicePtr;
-    let (count_ptr, out_ptr, meta_ptr) = (
-        count.device_ptr(&stream).0,
-        out.device_ptr(&stream).0,
-        meta.device_ptr(&stream).0,
-    );
-    let mut body = Body {
-        kernel: srb::testing::Kernels::load(&ctx)?.function("srb_test_sized_body")?,
-        out: out_ptr,
-        meta: meta_ptr,
-        calls: 0,
-    };
+    let mut rig = Rig::new(capacity)?;
+    let count_ptr = rig.count_ptr();
     let classes = [100u64, 1000, 5000];
     let mut l: *mut capi::srb_sized_launch = std::ptr::null_mut();
     // SAFETY: valid pointers; body outlives the call.
@@ -246,39 +309,26 @@ pub(crate) fn capi_sized_launch() -> Result<()> {
             classes.as_ptr(),
             3,
             Some(record_body),
-            (&mut body as *mut Body).cast(),
+            rig.user(),
             &mut l,
         )
     };
-    if code == capi::SRB_ERR_SIZED_LAUNCH_UNAVAILABLE {
-        ensure!(
-            !srb::testing::driver_has_conditionals(),
-            "unavailable on a driver with conditionals: {}",
-            last_error()
-        );
+    if unavailable(code)? {
         return Ok(());
     }
     ensure!(code == capi::SRB_OK, "create: {code} {}", last_error());
-    ensure!(body.calls == 3, "the callback ran {} times", body.calls);
+    ensure!(
+        rig.body.calls == 3,
+        "the callback ran {} times",
+        rig.body.calls
+    );
     let result = (|| -> Result<()> {
         let mut got = [0u64; 4];
         // SAFETY: a live handle; room for 4.
         ensure!(unsafe { capi::srb_sized_launch_classes(l, got.as_mut_ptr(), 4) } == 3);
         ensure!(got[..3] == classes);
         let counts = [0i32, 100, 101, 999, 1000, 1001, 5000, 5001, -2];
-        let mut seqs = Vec::new();
-        for &n in &counts {
-            stream.memcpy_htod(&[n], &mut count)?;
-            let mut seq = 0u64;
-            // SAFETY: a live handle and stream; an out-pointer.
-            let code = unsafe { capi::srb_sized_launch_enqueue(l, raw, &mut seq) };
-            ensure!(
-                code == capi::SRB_OK && seq > 0,
-                "enqueue: {code} {}",
-                last_error()
-            );
-            seqs.push(seq);
-        }
+        let seqs = rig.enqueue_counts(l, &counts)?;
         for (&seq, &n) in seqs.iter().zip(&counts) {
             let (mut c, mut k) = (0u64, u32::MAX);
             // SAFETY: a live handle; out-pointers.
@@ -307,9 +357,9 @@ pub(crate) fn capi_sized_launch() -> Result<()> {
                 "a second wait of {seq}: {again}"
             );
         }
-        let m = stream.clone_dtoh(&meta)?;
+        let m = rig.stream.clone_dtoh(&rig.meta)?;
         ensure!(m[3] == 7, "{} bodies ran for 7 counts in range", m[3]);
-        stream.memset_zeros(&mut meta)?;
+        rig.stream.memset_zeros(&mut rig.meta)?;
         Ok(())
     })();
     // SAFETY: created above, destroyed once.
